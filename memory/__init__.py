@@ -1,0 +1,74 @@
+"""guildlore's memory engine: a library with no framework imports.
+
+bot/ and dashboard/ use ``Memory`` (memory.service) and the value types below.
+"""
+
+from .config import (
+    EmbeddingConfig,
+    IngestConfig,
+    LLMConfig,
+    MemoryConfig,
+    RetrievalConfig,
+    SnapshotConfig,
+)
+from .errors import (
+    ConfigError,
+    EmbeddingError,
+    ExtractionError,
+    ImportFormatError,
+    InvalidInput,
+    LLMError,
+    MemoryError_,
+    MigrationError,
+    StorageError,
+)
+from .guild_settings import GuildSettings
+from .models import (
+    LORE_SUBJECT,
+    ActionLogEntry,
+    Candidate,
+    Fact,
+    ForgetReport,
+    HistoryEntry,
+    Hit,
+    IncomingMessage,
+    IngestOutcome,
+    PromptSlice,
+    ScoreParts,
+    StoredMessage,
+    Trace,
+)
+from .service import Memory
+
+__all__ = [
+    "LORE_SUBJECT",
+    "ActionLogEntry",
+    "Candidate",
+    "ConfigError",
+    "EmbeddingConfig",
+    "EmbeddingError",
+    "ExtractionError",
+    "Fact",
+    "ForgetReport",
+    "GuildSettings",
+    "HistoryEntry",
+    "Hit",
+    "ImportFormatError",
+    "IncomingMessage",
+    "IngestConfig",
+    "IngestOutcome",
+    "InvalidInput",
+    "LLMConfig",
+    "LLMError",
+    "Memory",
+    "MemoryConfig",
+    "MemoryError_",
+    "MigrationError",
+    "PromptSlice",
+    "RetrievalConfig",
+    "ScoreParts",
+    "SnapshotConfig",
+    "StorageError",
+    "StoredMessage",
+    "Trace",
+]

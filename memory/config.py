@@ -1,0 +1,97 @@
+"""Engine settings: frozen dataclasses with the defaults of SPEC.md.
+
+The bot's settings declaration (bot/settings.py) validates user input and
+builds a ``MemoryConfig``; the engine itself never reads the environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    queue_capacity: int = 400
+    workers: int = 4  # concurrent extraction calls
+    batch_size: int = 16  # messages of one channel per extraction call
+    batch_wait_s: float = 0.05  # how long a worker waits to fill a batch
+    drain_timeout_s: float = 5.0
+    clean_max_chars: int = 320
+    max_facts_per_message: int = 4
+    keep_facts_per_subject: int = 80
+    keep_lore_per_guild: int = 120
+    ingest_bot_messages: bool = True
+    message_max_chars: int = 2000
+    persist_batch_max: int = 256  # group commit size for the durable inbox
+
+
+@dataclass(frozen=True)
+class SnapshotConfig:
+    max_bytes: int = 16_384
+    debounce_s: float = 1.0
+    interval_s: float = 300.0
+    facts_per_person: int = 6
+    highlight_files: int = 3
+    highlight_items: int = 24
+    highlight_per_author: int = 8
+    source_files: int = 5
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    user_facts: int = 8
+    relevant_facts: int = 10
+    relevant_messages: int = 8
+    search_limit_max: int = 50
+    knn_candidates: int = 64
+    fts_candidates: int = 64
+    subject_recent: int = 24
+    backfill_per_query: int = 8
+    recency_half_days: float = 45.0
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    provider: str = "local"  # "local" | "openai" | "none"
+    model: str | None = None  # None → provider default
+    batch_size: int = 32
+    threads: int = 2
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """An OpenAI-compatible endpoint. ``base_url`` None means no LLM."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    chat_model: str = "gpt-4o-mini"
+    extract_model: str | None = None  # None → chat_model
+    timeout_s: float = 30.0
+    max_retries: int = 1
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.base_url or self.api_key)
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    db_path: Path
+    journal_dir: Path
+    timezone: str = "UTC"
+    ingest: IngestConfig = field(default_factory=IngestConfig)
+    snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    read_connections: int = 2
+
+    @classmethod
+    def for_data_dir(cls, data_dir: Path, **overrides: object) -> MemoryConfig:
+        """A data dir holds the database and the journal folder (CLI ``--data-dir``)."""
+        return cls(
+            db_path=data_dir / "guildlore.sqlite3",
+            journal_dir=data_dir / "memory_journal",
+            **overrides,  # type: ignore[arg-type]
+        )

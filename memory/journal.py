@@ -1,0 +1,307 @@
+"""Daily Markdown journals: one append-only file per day, for people to read.
+
+SQLite stays the source of truth; these files are an operator-facing record.
+Everything here is synchronous on purpose: the engine calls it through
+``asyncio.to_thread`` so file I/O never blocks the event loop.
+
+One ``Journal`` object per directory: its lock is what keeps ``append`` and
+``redact_user`` from interleaving, so two objects on the same directory would
+defeat it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+import tempfile
+import threading
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from memory.clock import iso, parse_iso
+from memory.errors import ConfigError, InvalidInput
+
+logger = logging.getLogger(__name__)
+
+REDACTED = "[redacted]"
+
+_DAILY_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
+# Fields never contain "|" (it is replaced on write), so " | " splits a line
+# unambiguously; the author id is the last parenthesised group before it.
+_LINE = re.compile(
+    r"^- (?P<time>\S+) \| (?P<name>.*) \((?P<author_id>[^()]*)\) \| "
+    r"\[guild:(?P<guild_id>\S*) channel:(?P<channel_id>\S*)\] ?(?P<content>.*)$"
+)
+_FIELD_BAD = str.maketrans({"|": "/", "\r": " ", "\n": " "})
+# Ids go inside "(…)" and "[guild:… channel:…]", so they must not contain the
+# characters that delimit those; Discord snowflakes never do.
+_ID_BAD = str.maketrans({"|": "/", "\r": "_", "\n": "_", " ": "_", "(": "_", ")": "_", "]": "_"})
+
+
+@dataclass(frozen=True)
+class JournalLine:
+    """One line as written: where it went and its exact text (no newline)."""
+
+    day: date
+    path: Path
+    text: str
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """A parsed journal line."""
+
+    time: str  # ISO-8601 UTC, as written
+    author_name: str
+    author_id: str
+    guild_id: str
+    channel_id: str
+    content: str
+
+
+def clean_field(value: str) -> str:
+    """Make text safe for one journal field: no ``|``, CR or LF."""
+    return value.translate(_FIELD_BAD)
+
+
+def clean_id(value: str) -> str:
+    return value.strip().translate(_ID_BAD)
+
+
+def format_line(
+    time_iso: str,
+    author_name: str,
+    author_id: str,
+    guild_id: str,
+    channel_id: str,
+    content: str,
+) -> str:
+    """The exact journal line for one message (SPEC §5), without newline."""
+    return (
+        f"- {iso(parse_iso(time_iso))} | {clean_field(author_name)} ({clean_id(author_id)}) | "
+        f"[guild:{clean_id(guild_id)} channel:{clean_id(channel_id)}] {clean_field(content)}"
+    )
+
+
+def parse_line(line: str) -> JournalEntry | None:
+    """Parse one journal line; ``None`` for headers and anything foreign."""
+    m = _LINE.match(line.rstrip("\r\n"))
+    if m is None:
+        return None
+    return JournalEntry(
+        time=m["time"],
+        author_name=m["name"],
+        author_id=m["author_id"],
+        guild_id=m["guild_id"],
+        channel_id=m["channel_id"],
+        content=m["content"],
+    )
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so readers see the old or the new file, never half.
+
+    Temp file in the same directory (``os.replace`` must not cross file
+    systems), fsync before the rename so a power cut cannot leave an empty
+    file behind the new name, fsync the directory so the rename itself sticks.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o644  # mkstemp's 0600 would hide the file from the dashboard user
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. Windows cannot open directories; the rename is still atomic
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        logger.debug("fsync of directory %s not supported", directory)
+    finally:
+        os.close(dir_fd)
+
+
+class Journal:
+    """Daily ``YYYY-MM-DD.md`` files under ``root``; days follow time zone ``tz``."""
+
+    def __init__(self, root: Path, tz: str = "UTC") -> None:
+        try:
+            self._zone = ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ConfigError(f"unknown time zone {tz!r}") from exc
+        self.root = Path(root)
+        self.tz = tz
+        self._lock = threading.Lock()
+
+    # -- paths -------------------------------------------------------------
+
+    def day_of(self, msg_time_iso: str) -> date:
+        """The journal day of a message: its time in the configured zone."""
+        return parse_iso(msg_time_iso).astimezone(self._zone).date()
+
+    def path_for(self, day: date) -> Path:
+        return self.root / f"{day.isoformat()}.md"
+
+    def daily_files(self, newest_first: bool = True) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        files = [p for p in self.root.iterdir() if _DAILY_NAME.match(p.name) and p.is_file()]
+        # ISO dates sort lexically in time order.
+        return sorted(files, key=lambda p: p.name, reverse=newest_first)
+
+    # -- writing -----------------------------------------------------------
+
+    def header(self, day: date) -> str:
+        return (
+            f"# Daily Memory Log {day.isoformat()}\n"
+            f"Append-only log of ingested guild messages (times in UTC, day in {self.tz}).\n"
+            "\n"
+            "## Entries\n"
+            "\n"
+        )
+
+    def append(
+        self,
+        msg_time_iso: str,
+        author_name: str,
+        author_id: str,
+        guild_id: str,
+        channel_id: str,
+        content: str,
+    ) -> JournalLine:
+        """Append one message line to the file of its day (imports land on their own day)."""
+        day = self.day_of(msg_time_iso)
+        text = format_line(msg_time_iso, author_name, author_id, guild_id, channel_id, content)
+        path = self.path_for(day)
+        with self._lock:
+            self.root.mkdir(parents=True, exist_ok=True)
+            # Opened per line rather than kept open: redact_user swaps the file
+            # with os.replace, and a cached handle would keep writing to the
+            # old, unlinked inode.
+            with open(path, "a+b") as f:
+                size = os.fstat(f.fileno()).st_size
+                prefix = b""
+                if size == 0:
+                    prefix = self.header(day).encode("utf-8")
+                else:
+                    f.seek(size - 1)
+                    if f.read(1) != b"\n":
+                        # A previous process died mid-line; start a fresh line
+                        # so this one stays parseable.
+                        prefix = b"\n"
+                # One write call per line, flushed to the OS: a SIGKILL right
+                # after append returns cannot lose it (fsync only matters for
+                # power loss, and SQLite holds the message anyway).
+                f.write(prefix + text.encode("utf-8") + b"\n")
+                f.flush()
+        return JournalLine(day=day, path=path, text=text)
+
+    def contains(self, line: JournalLine) -> bool:
+        """Whether exactly this line is already in its day's file (replay after a crash)."""
+        with self._lock:
+            try:
+                data = line.path.read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                return False
+        # Newest lines are at the end, and a replay concerns recent lines.
+        return any(existing == line.text for existing in reversed(data.splitlines()))
+
+    def redact_user(self, guild_id: str, user_id: str) -> int:
+        """Drop the user's lines in one guild and scrub their id from that guild's other lines.
+
+        Lines of other guilds are untouched, even the same user's: forget is
+        per guild. Returns the number of lines removed.
+        """
+        gid = clean_id(guild_id)
+        uid = clean_id(user_id)
+        if not gid or not uid:
+            raise InvalidInput("redact_user needs a guild id and a user id")
+        # Whole-id match, so forgetting "12" does not mangle "<@123>".
+        mention = re.compile(rf"(?<![0-9A-Za-z_]){re.escape(uid)}(?![0-9A-Za-z_])")
+        removed = 0
+        with self._lock:
+            for path in self.daily_files(newest_first=False):
+                n, changed = self._redact_file(path, gid, uid, mention)
+                removed += n
+                if changed:
+                    logger.info(
+                        "journal %s: redacted user in guild %s (%d lines)", path.name, gid, n
+                    )
+        return removed
+
+    def _redact_file(
+        self, path: Path, gid: str, uid: str, mention: re.Pattern[str]
+    ) -> tuple[int, bool]:
+        original = path.read_text(encoding="utf-8", errors="replace")
+        out: list[str] = []
+        removed = 0
+        changed = False
+        for line in original.splitlines(keepends=True):
+            body = line.rstrip("\r\n")
+            m = _LINE.match(body)
+            if m is None or m["guild_id"] != gid:
+                out.append(line)
+                continue
+            if m["author_id"] == uid:
+                removed += 1
+                changed = True
+                continue
+            content = m["content"]
+            scrubbed = mention.sub(REDACTED, content)
+            if scrubbed != content:
+                changed = True
+                line = body[: m.start("content")] + scrubbed + line[len(body) :]
+            out.append(line)
+        if changed:
+            atomic_write_bytes(path, "".join(out).encode("utf-8"))
+        return removed, changed
+
+    # -- reading -----------------------------------------------------------
+
+    def read_entries(self, path: Path) -> list[JournalEntry]:
+        """Parsed message lines of one daily file, in file order."""
+        try:
+            data = Path(path).read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return []
+        entries = []
+        for line in data.splitlines():
+            entry = parse_line(line)
+            if entry is not None:
+                entries.append(entry)
+        return entries
+
+    def read_day(self, day: date | str) -> str:
+        """The raw text of one day's file, or ``""`` if there is none."""
+        if isinstance(day, str):
+            # The dashboard passes user input here: parsing to a date is what
+            # stops "../" from reaching outside the journal folder.
+            try:
+                day = date.fromisoformat(day.strip())
+            except ValueError as exc:
+                raise InvalidInput(f"not a date: {day!r}") from exc
+        try:
+            return self.path_for(day).read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""

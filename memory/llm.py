@@ -1,0 +1,196 @@
+"""The narrow boundary to OpenAI-compatible chat endpoints.
+
+Everything that talks to a chat model goes through ``chat_completion``: one
+place that sets the response format, maps every transport failure (HTTP
+status, timeout, connection, a body that is not JSON, a response without
+content) to one typed error, and falls back gracefully on servers that do
+not support ``response_format`` (older llama.cpp, LM Studio with
+``json_object``). ``parse_json_object`` is the one tolerant parser of model
+output, shared by the bot's replies and the LLM extractor.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from typing import Any
+
+import openai
+
+from memory.config import LLMConfig
+from memory.errors import ConfigError, LLMError, MemoryError_
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# Local servers (Ollama, llama.cpp, vLLM) ignore the key, but the client
+# insists on one; passing it explicitly also stops the client reading the
+# environment, which the engine never does.
+PLACEHOLDER_API_KEY = "not-needed"
+
+_FENCE = re.compile(r"```[ \t]*(?:json5?|javascript|js)?[ \t]*\r?\n?(.*?)```", re.DOTALL | re.I)
+# Reasoning models served locally often think out loud before answering.
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+def parse_json_object(text: str | None) -> dict[str, Any] | None:
+    """Parse a JSON object out of model output, tolerantly.
+
+    Tries, in order: the whole text; each fenced code block; the span from
+    the first ``{`` to the last ``}``. Returns None if none yields an object
+    (a JSON array or scalar is not an object).
+    """
+    if not text or not isinstance(text, str):
+        return None
+    value = _THINK.sub("", text).strip().lstrip("\ufeff")
+    candidates = [value]
+    candidates.extend(m.group(1).strip() for m in _FENCE.finditer(value))
+    start, end = value.find("{"), value.rfind("}")
+    if 0 <= start < end:
+        candidates.append(value[start : end + 1])
+    for cand in candidates:
+        if not cand:
+            continue
+        try:
+            parsed = json.loads(cand)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(parsed, dict):
+            return parsed
+    return None
+
+
+def make_openai_client(cfg: LLMConfig) -> openai.AsyncOpenAI:
+    """An ``AsyncOpenAI`` for the configured endpoint; raises ConfigError if none."""
+    if not cfg.enabled:
+        raise ConfigError("no LLM endpoint configured (set a base URL or an API key)")
+    return openai.AsyncOpenAI(
+        api_key=cfg.api_key or PLACEHOLDER_API_KEY,
+        base_url=cfg.base_url or DEFAULT_BASE_URL,
+        timeout=cfg.timeout_s,
+        max_retries=cfg.max_retries,
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}: {exc.message}"
+    if isinstance(exc, openai.APITimeoutError):
+        return "request timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        return f"connection failed: {exc.__cause__ or exc}"
+    if isinstance(exc, ValueError):
+        return f"response body is not valid JSON: {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _response_format_unsupported(exc: openai.APIStatusError) -> bool:
+    # Servers without structured output answer 400/422 naming the field; a
+    # 400 for any other reason must still surface as an error.
+    return exc.status_code in (400, 422) and "response_format" in str(exc.message).lower()
+
+
+async def chat_completion(
+    client: openai.AsyncOpenAI,
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    temperature: float,
+    response_format: dict[str, Any] | None = None,
+    timeout_s: float | None = None,
+    max_tokens: int | None = None,
+    error: type[MemoryError_] = LLMError,
+) -> str:
+    """One chat completion; returns the reply text or raises ``error`` with the cause.
+
+    If the server rejects ``response_format`` it is retried once without it
+    (the prompts ask for JSON anyway and the parser is tolerant).
+    """
+    kwargs: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature}
+    if timeout_s is not None:
+        kwargs["timeout"] = timeout_s
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
+    if response_format is not None:
+        kwargs["response_format"] = response_format
+    started = time.monotonic()
+    try:
+        try:
+            completion = await client.chat.completions.create(**kwargs)
+        except openai.APIStatusError as exc:
+            if response_format is None or not _response_format_unsupported(exc):
+                raise
+            log.info("model %s rejected response_format; retrying without it", model)
+            kwargs.pop("response_format")
+            completion = await client.chat.completions.create(**kwargs)
+    except (openai.OpenAIError, ValueError) as exc:
+        # ValueError: a 200 whose body is not JSON surfaces as JSONDecodeError.
+        raise error(f"chat completion failed ({model}): {_describe(exc)}") from exc
+    elapsed = time.monotonic() - started
+    choices = getattr(completion, "choices", None)
+    if not choices:
+        raise error(f"chat completion from {model} has no choices")
+    message = choices[0].message
+    content = getattr(message, "content", None)
+    if not isinstance(content, str):
+        refusal = getattr(message, "refusal", None)
+        reason = f"refused: {refusal}" if refusal else "no text content"
+        raise error(f"chat completion from {model}: {reason}")
+    log.debug("chat completion %s: %d chars in %.3fs", model, len(content), elapsed)
+    return content
+
+
+_JSON_NUDGE = {"role": "system", "content": "Respond with a single JSON object."}
+
+
+class ChatModel:
+    """The chat model the bot replies with."""
+
+    def __init__(
+        self, client: openai.AsyncOpenAI, model: str, *, timeout_s: float | None = None
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.timeout_s = timeout_s
+
+    @classmethod
+    def from_config(cls, cfg: LLMConfig) -> ChatModel:
+        return cls(make_openai_client(cfg), cfg.chat_model, timeout_s=cfg.timeout_s)
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        json_mode: bool = True,
+        temperature: float = 0.7,
+        max_tokens: int | None = None,
+    ) -> str:
+        """The model's reply text; raises ``LLMError`` on any transport failure.
+
+        With ``json_mode`` the request asks for a JSON object. OpenAI refuses
+        JSON mode unless the word "JSON" appears in the messages, so a short
+        system line saying so is added when the caller's prompt lacks it.
+        """
+        msgs = list(messages)
+        response_format: dict[str, Any] | None = None
+        if json_mode:
+            response_format = {"type": "json_object"}
+            if not any("json" in str(m.get("content", "")).lower() for m in msgs):
+                msgs.insert(0, _JSON_NUDGE)
+        return await chat_completion(
+            self.client,
+            model=self.model,
+            messages=msgs,
+            temperature=temperature,
+            response_format=response_format,
+            timeout_s=self.timeout_s,
+            max_tokens=max_tokens,
+        )
+
+    async def complete_json(
+        self, messages: list[dict[str, Any]], *, temperature: float = 0.7
+    ) -> dict[str, Any] | None:
+        """``complete`` in JSON mode, parsed; None when the reply is not a JSON object."""
+        return parse_json_object(await self.complete(messages, temperature=temperature))

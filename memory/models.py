@@ -1,0 +1,201 @@
+"""Frozen value types that cross module boundaries.
+
+Rows become these dataclasses at the store boundary; nothing outside
+``memory.store`` reads a database row by key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+LORE_SUBJECT = "__lore__"
+
+FactType = Literal["preference", "profile", "relationship", "project", "other", "lore"]
+FACT_TYPES: tuple[str, ...] = ("preference", "profile", "relationship", "project", "other", "lore")
+MessageSource = Literal["text", "voice", "import"]
+SearchScope = Literal["facts", "messages", "all"]
+HistoryEvent = Literal["add", "update", "archive", "restore", "supersede", "delete", "forget"]
+TraceAction = Literal["retrieved", "stored", "updated"]
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """A message or voice utterance as the adapters hand it to the engine."""
+
+    id: str
+    guild_id: str | None
+    channel_id: str
+    author_id: str
+    author_name: str
+    content: str
+    created_at: str  # ISO-8601 UTC, see memory.clock.iso
+    source: MessageSource = "text"
+    is_bot: bool = False
+    reply_to_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: str
+    guild_id: str
+    channel_id: str
+    author_id: str
+    author_name: str
+    content: str
+    created_at: str
+    source: str
+    is_bot: bool
+    state: str
+    reply_to_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A fact proposed by an extractor, before the guards run."""
+
+    fact: str
+    type: str = "other"
+    confidence: float = 0.6
+    evidence: str | None = None
+
+
+@dataclass(frozen=True)
+class Fact:
+    id: int
+    guild_id: str
+    channel_id: str | None
+    subject: str
+    fact: str
+    fact_type: str
+    evidence_text: str | None
+    source_message_id: str | None
+    confidence: float
+    is_active: bool
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    id: int
+    guild_id: str
+    fact_id: int | None
+    event: str
+    old_text: str | None
+    new_text: str | None
+    actor: str
+    source_message_id: str | None
+    reason: str | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class ScoreParts:
+    lexical: float
+    semantic: float | None
+    confidence: float
+    recency: float
+    channel: float
+    bm25: float = 0.0
+    combined: float = 0.0
+    passed: bool = False
+    # Message ranking only (memory.scoring.fuse_message); 0 for facts.
+    speaker: float = 0.0
+    neighbour: float = 0.0
+    date: float = 0.0
+    statement: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "lexical": self.lexical,
+            "semantic": self.semantic,
+            "confidence": self.confidence,
+            "recency": self.recency,
+            "channel": self.channel,
+            "bm25": self.bm25,
+            "speaker": self.speaker,
+            "neighbour": self.neighbour,
+            "date": self.date,
+            "statement": self.statement,
+            "combined": self.combined,
+            "passed": self.passed,
+        }
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: a fact or a message, with its score parts."""
+
+    kind: Literal["fact", "message"]
+    id: str  # fact id (as text) or message id
+    guild_id: str
+    channel_id: str | None
+    subject: str  # fact subject, or the message author id
+    text: str
+    fact_type: str | None
+    evidence_text: str | None
+    source_message_id: str | None
+    confidence: float
+    created_at: str
+    score: float
+    parts: ScoreParts
+    author_name: str | None = None
+
+
+@dataclass(frozen=True)
+class PromptSlice:
+    user_facts: tuple[Hit, ...]
+    relevant_facts: tuple[Hit, ...]
+    relevant_messages: tuple[Hit, ...]
+
+
+@dataclass(frozen=True)
+class Trace:
+    id: int
+    guild_id: str
+    channel_id: str | None
+    message_id: str | None
+    fact_id: int | None
+    action: str
+    content: str
+    score: float | None
+    score_parts: dict[str, Any] | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class ActionLogEntry:
+    id: int
+    guild_id: str | None
+    kind: str
+    message: str
+    detail: dict[str, Any] | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    guild_id: str
+    user_id: str
+    facts: int
+    vectors: int
+    messages: int
+    traces: int
+    journal_lines: int
+
+
+@dataclass(frozen=True)
+class IngestOutcome:
+    """What ``ingest_message`` did with one message, right away."""
+
+    message_id: str
+    status: Literal["queued", "duplicate", "rejected"]
+    reason: str | None = None
+    # Resolves True when processed, False when dropped or rejected.
+    done: Any = field(default=None, compare=False, repr=False)
+
+    async def wait(self) -> bool:
+        if self.done is None:
+            return False
+        return bool(await self.done)

@@ -1,0 +1,814 @@
+"""The ``Memory`` facade: the one object bot/, dashboard/ and the CLI use.
+
+It owns the database, the ingest queue and its workers, the journal, the
+snapshot refresher and the embedding worker, and exposes ingest, retrieval,
+lore, forget and the operator operations as async methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from . import store, store_ops
+from .clock import Clock, iso, system_clock
+from .config import MemoryConfig
+from .db import Database
+from .embed import Embedder
+from .embedding_jobs import GUILD_MODEL_KEY, EmbeddingService
+from .errors import InvalidInput
+from .extract import Extractor
+from .guards import normalise_fact, normalise_lore_line, normalise_type
+from .guild_settings import GuildSettings
+from .guild_settings import parse_value as parse_setting
+from .guild_settings import resolve as resolve_settings
+from .ingest import IngestQueue, Job
+from .journal import Journal
+from .models import (
+    LORE_SUBJECT,
+    ActionLogEntry,
+    Fact,
+    ForgetReport,
+    HistoryEntry,
+    Hit,
+    IncomingMessage,
+    IngestOutcome,
+    PromptSlice,
+    SearchScope,
+    StoredMessage,
+    Trace,
+)
+from .pipeline import BatchProcessor
+from .snapshot import GuildLore, PersonFacts, SnapshotRefresher, render_snapshot, write_atomic
+from .validate import validate_message
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_NAME = "MEMORY.md"
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    queued: int
+
+
+class Memory:
+    def __init__(
+        self,
+        config: MemoryConfig,
+        *,
+        extractor: Extractor | None,
+        embedder: Embedder | None = None,
+        embedding_client: Any = None,
+        env_embedding_model: str | None = None,
+        clock: Clock = system_clock,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.db = Database(config.db_path, readers=config.read_connections)
+        self.journal = Journal(config.journal_dir, config.timezone)
+        self.extractor = extractor
+        self.embeddings = EmbeddingService(
+            self.db,
+            config.embedding,
+            client=embedding_client,
+            clock=clock,
+            env_default=env_embedding_model,
+            embedder=embedder,
+        )
+        self.pipeline = BatchProcessor(
+            db=self.db,
+            journal=self.journal,
+            extractor=extractor,
+            cfg=config.ingest,
+            clock=clock,
+            on_facts_changed=self.embeddings.schedule_facts,
+            on_memory_changed=self._memory_changed,
+        )
+        self.queue = IngestQueue(
+            config.ingest,
+            persist=self._persist,
+            process=self._process,
+            on_drop=self._on_drop,
+        )
+        self.snapshot = SnapshotRefresher(self._refresh_snapshot_file, config.snapshot.debounce_s)
+        self._retriever: Any = None
+        self._replay_task: asyncio.Task[None] | None = None
+        self._started = False
+        self.rejected: dict[str, int] = {}
+        # Retrieval latency (search + prompt slices), for the dashboard and /metrics.
+        self._search_calls = 0
+        self._search_ms_total = 0.0
+        self._settings_cache: dict[str, GuildSettings] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @classmethod
+    async def open(
+        cls,
+        config: MemoryConfig,
+        *,
+        extractor: Extractor | None = None,
+        clock: Clock = system_clock,
+        embedding_client: Any = None,
+        env_embedding_model: str | None = None,
+        embedder: Embedder | None = None,
+        start: bool = True,
+    ) -> Memory:
+        if extractor is None:
+            from .extract import RuleExtractor
+
+            extractor = RuleExtractor()
+        mem = cls(
+            config,
+            extractor=extractor,
+            clock=clock,
+            embedding_client=embedding_client,
+            env_embedding_model=env_embedding_model,
+            embedder=embedder,
+        )
+        if start:
+            await mem.start()
+        return mem
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        await self.db.open()
+        settings = await self.db.read(store_ops.all_guild_settings)
+        for gid, values in settings.items():
+            self.embeddings.set_guild_model(gid, values.get(GUILD_MODEL_KEY))
+        self.queue.start()
+        self.embeddings.start()
+        self._started = True
+        self._replay_task = asyncio.create_task(self._replay(), name="ingest-replay")
+        self.snapshot.request()
+
+    async def close(self, drain_timeout: float | None = None) -> None:
+        """Stop intake, drain the queue, stop jobs, write the snapshot, close the database."""
+        if not self._started:
+            return
+        self.queue.accepting = False
+        if self._replay_task is not None:
+            self._replay_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._replay_task
+        timeout = self.config.ingest.drain_timeout_s if drain_timeout is None else drain_timeout
+        drained = await self.queue.drain(timeout)
+        if not drained:
+            log.warning("ingest queue not drained at shutdown; the rest is replayed next start")
+        await self.queue.stop()
+        await self.embeddings.settle(timeout=max(0.1, timeout))
+        await self.embeddings.stop()
+        await self.snapshot.close()
+        with contextlib.suppress(Exception):
+            await self._refresh_snapshot_file()
+        await self.db.close()
+        self._started = False
+
+    async def __aenter__(self) -> Memory:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- ingest -------------------------------------------------------------------------------
+    async def ingest_message(
+        self, msg: IncomingMessage, *, backpressure: bool = False
+    ) -> IngestOutcome:
+        """Persist, then enqueue. Returns at once; ``outcome.wait()`` awaits processing."""
+        if not self.queue.accepting:
+            return self._reject(msg, "shutting down")
+        try:
+            clean = validate_message(msg, max_chars=self.config.ingest.message_max_chars)
+        except InvalidInput as exc:
+            return self._reject(msg, str(exc))
+        if clean.is_bot and not self.config.ingest.ingest_bot_messages:
+            return self._reject(msg, "bot messages are not ingested (setting)")
+        gs = await self.guild_settings(clean.guild_id or "")
+        if not gs.memory_enabled:
+            return self._reject(msg, "memory is off for this guild (setting)")
+        if clean.channel_id in gs.excluded_channels:
+            return self._reject(msg, "channel excluded from memory (setting)")
+        if clean.is_bot and not gs.ingest_bots:
+            return self._reject(msg, "bot messages are not ingested (guild setting)")
+        return await self.queue.submit(clean, backpressure=backpressure)
+
+    def _reject(self, msg: IncomingMessage, reason: str) -> IngestOutcome:
+        key = reason.split(":")[0][:60]
+        self.rejected[key] = self.rejected.get(key, 0) + 1
+        self.queue.stats.rejected += 1
+        log.info("ingest rejected message %r: %s", str(msg.id)[:40], reason)
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        fut.set_result(False)
+        return IngestOutcome(str(msg.id)[:64], "rejected", reason, fut)
+
+    async def drain(self, timeout: float = 5.0) -> bool:
+        return await self.queue.drain(timeout)
+
+    async def settle(self, timeout: float = 30.0) -> bool:
+        """Drain the queue and wait for the embeddings it caused (tests, import, demo)."""
+        ok = await self.queue.drain(timeout)
+        return await self.embeddings.settle(timeout) and ok
+
+    async def _persist(self, msgs: Sequence[IncomingMessage]) -> list[tuple[bool, str | None]]:
+        now = iso(self.clock())
+
+        def work(con: Any) -> list[tuple[bool, str | None]]:
+            new = store.insert_messages(con, msgs, now)
+            old_ids = [m.id for m, n in zip(msgs, new, strict=True) if not n]
+            states = store.message_states(con, old_ids) if old_ids else {}
+            return [
+                (True, "pending") if n else (False, states.get(m.id, ("done", True))[0])
+                for m, n in zip(msgs, new, strict=True)
+            ]
+
+        return await self.db.write(work)
+
+    async def _process(self, jobs: Sequence[Job]) -> None:
+        await self.pipeline(jobs)
+        self.embeddings.schedule_messages([(j.msg.id, j.msg.guild_id or "") for j in jobs])
+
+    async def _on_drop(self, job: Job) -> None:
+        now = iso(self.clock())
+
+        def work(con: Any) -> None:
+            store.mark_messages(con, [job.msg.id], "dropped", now, "ingest queue overflow")
+            store_ops.log_action(
+                con,
+                "bot_error",
+                f"memory_ingest_queue_overflow: dropped message {job.msg.id}",
+                now,
+                guild_id=job.msg.guild_id,
+                detail={"message_id": job.msg.id, "error": "memory_ingest_queue_overflow"},
+            )
+
+        await self.db.write(work)
+        # Overflow sheds load now, not memory: once the burst has passed, the
+        # dropped rows are queued again (SPEC §8 replay, without a restart).
+        if self._replay_task is None or self._replay_task.done():
+            self._replay_task = asyncio.create_task(self._catch_up(), name="ingest-catch-up")
+
+    async def _catch_up(self) -> None:
+        await self.queue.wait_depth_at_most(self.config.ingest.queue_capacity // 2)
+        await self._replay()
+
+    async def _replay(self) -> None:
+        """Process messages an earlier run (or an overflow) left unfinished."""
+        after = 0
+        total = 0
+        while self.queue.accepting:
+            rows = await self.db.read(store.unfinished_messages, 200, after)
+            if not rows:
+                break
+            for seq, m in rows:
+                after = seq
+                if self.queue.known_future(m.id) is not None:
+                    continue
+                await self.queue.enqueue_replay(_incoming(m))
+                total += 1
+        if total:
+            log.info("replayed %d unfinished messages", total)
+
+    def _memory_changed(self) -> None:
+        self.snapshot.request()
+
+    # -- lore and forget ---------------------------------------------------------------------
+    async def remember_line(
+        self,
+        guild_id: str,
+        line: str,
+        *,
+        source_text: str,
+        channel_id: str | None = None,
+        source_message_id: str | None = None,
+        actor: str = "lore",
+    ) -> Fact | None:
+        """Store a lore line (SPEC §3). None when the line fails the guards."""
+        text = normalise_lore_line(line, source_text)
+        if text is None:
+            return None
+        now = iso(self.clock())
+        cfg = self.config.ingest
+
+        def work(con: Any) -> Fact:
+            up = store.upsert_fact(
+                con,
+                guild_id=guild_id,
+                channel_id=channel_id,
+                subject=LORE_SUBJECT,
+                fact=text,
+                fact_type="lore",
+                evidence=None,
+                source_message_id=source_message_id,
+                confidence=0.72,
+                now=now,
+                actor=actor,
+            )
+            store.archive_excess(con, guild_id, LORE_SUBJECT, cfg.keep_lore_per_guild, now)
+            store_ops.log_action(
+                con,
+                "memory_fact",
+                f"{up.event} lore fact {up.fact.id}",
+                now,
+                guild_id=guild_id,
+                subject=actor.removeprefix("user:") if actor.startswith("user:") else None,
+                detail={"fact_id": up.fact.id, "event": up.event, "lore": True},
+            )
+            return up.fact
+
+        fact = await self.db.write(work)
+        self.embeddings.schedule_facts([fact])
+        self.snapshot.request()
+        return fact
+
+    async def forget(self, guild_id: str, user_id: str, *, actor: str = "system") -> ForgetReport:
+        """Erase a member from one guild everywhere: SQL rows, vectors, FTS, journals, snapshot."""
+        now = iso(self.clock())
+        # Anything of theirs still queued must not be processed after the erase.
+        await self.queue.drain(self.config.ingest.drain_timeout_s)
+        counts = await self.db.write(store.forget_user, guild_id, user_id, actor, now)
+        self.embeddings.forget_queries()
+        lines = await asyncio.to_thread(self.journal.redact_user, guild_id, user_id)
+        await self.refresh_snapshot()
+        await self.db.checkpoint()
+        return ForgetReport(
+            guild_id=guild_id,
+            user_id=user_id,
+            facts=counts.facts,
+            vectors=counts.vectors,
+            messages=counts.messages,
+            traces=counts.traces,
+            journal_lines=lines,
+        )
+
+    # -- retrieval ---------------------------------------------------------------------------------
+    @property
+    def retriever(self) -> Any:
+        if self._retriever is None:
+            from .retrieval import Retriever
+
+            self._retriever = Retriever(self.db, self.embeddings, self.config.retrieval, self.clock)
+        return self._retriever
+
+    async def search(
+        self,
+        guild_id: str,
+        query: str,
+        *,
+        channel_id: str | None = None,
+        limit: int = 10,
+        scope: SearchScope = "facts",
+        visible_channels: set[str] | None = None,
+    ) -> list[Hit]:
+        """Strict hybrid search (SPEC §6). ``visible_channels`` hides facts and
+        messages from channels the asker cannot read (None: no restriction)."""
+        started = time.perf_counter()
+        result: list[Hit] = await self.retriever.search(
+            guild_id,
+            query,
+            channel_id=channel_id,
+            limit=limit,
+            scope=scope,
+            visible_channels=visible_channels,
+        )
+        self._count_search(started)
+        return result
+
+    def _count_search(self, started: float) -> None:
+        self._search_calls += 1
+        self._search_ms_total += (time.perf_counter() - started) * 1000
+
+    async def build_prompt_slice(
+        self,
+        guild_id: str,
+        channel_id: str | None,
+        user_id: str,
+        query: str,
+        *,
+        visible_channels: set[str] | None = None,
+        exclude_message_ids: Sequence[str] = (),
+    ) -> PromptSlice:
+        """``exclude_message_ids``: e.g. the message being answered, already ingested."""
+        started = time.perf_counter()
+        result: PromptSlice = await self.retriever.build_prompt_slice(
+            guild_id,
+            channel_id,
+            user_id,
+            query,
+            visible_channels=visible_channels,
+            exclude_message_ids=exclude_message_ids,
+        )
+        self._count_search(started)
+        return result
+
+    # -- snapshot -------------------------------------------------------------------------------------
+    @property
+    def snapshot_path(self) -> Any:
+        return self.config.journal_dir / SNAPSHOT_NAME
+
+    async def refresh_snapshot(self) -> str:
+        await self._refresh_snapshot_file()
+        return await self.snapshot_markdown()
+
+    async def snapshot_markdown(self) -> str:
+        def read() -> str:
+            try:
+                return self.snapshot_path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return ""
+
+        text = await asyncio.to_thread(read)
+        if not text:
+            await self._refresh_snapshot_file()
+            text = await asyncio.to_thread(read)
+        return text
+
+    async def _refresh_snapshot_file(self) -> None:
+        cfg = self.config.snapshot
+        facts, names, guilds = await self.db.read(_snapshot_inputs, cfg.facts_per_person)
+        people: dict[tuple[str, str], list[Fact]] = {}
+        lore: dict[str, list[Fact]] = {}
+        for f in facts:
+            if f.subject == LORE_SUBJECT:
+                lore.setdefault(f.guild_id, []).append(f)
+            else:
+                people.setdefault((f.guild_id, f.subject), []).append(f)
+        person_list = [
+            PersonFacts(gid, guilds.get(gid), sid, names.get((gid, sid), sid), fs)
+            for (gid, sid), fs in people.items()
+        ]
+        lore_list = [GuildLore(gid, guilds.get(gid), fs) for gid, fs in lore.items()]
+        now: datetime = self.clock()
+
+        def render_and_write() -> None:
+            text = render_snapshot(person_list, lore_list, self.journal, cfg, now)
+            write_atomic(self.snapshot_path, text)
+
+        await asyncio.to_thread(render_and_write)
+
+    # -- traces --------------------------------------------------------------------------------------
+    async def record_traces(
+        self,
+        guild_id: str,
+        channel_id: str | None,
+        message_id: str | None,
+        *,
+        retrieved: Sequence[Hit] = (),
+        stored: Sequence[tuple[Fact, str]] = (),
+        reply_id: str | None = None,
+    ) -> int:
+        """MemoryTrace rows: facts a reply retrieved, and facts it stored or updated."""
+        rows: list[dict[str, Any]] = []
+        for h in retrieved:
+            rows.append(
+                {
+                    "guild_id": guild_id,
+                    "channel_id": channel_id,
+                    "message_id": message_id,
+                    "reply_id": reply_id,
+                    "fact_id": int(h.id) if h.kind == "fact" else None,
+                    "action": "retrieved",
+                    "content": h.text,
+                    "score": h.score,
+                    "score_parts": {**h.parts.as_dict(), "kind": h.kind, "ref": h.id},
+                }
+            )
+        for fact, event in stored:
+            rows.append(
+                {
+                    "guild_id": guild_id,
+                    "channel_id": channel_id,
+                    "message_id": message_id,
+                    "reply_id": reply_id,
+                    "fact_id": fact.id,
+                    "action": "stored" if event == "add" else "updated",
+                    "content": fact.fact,
+                    "score": None,
+                    "score_parts": None,
+                }
+            )
+        if not rows:
+            return 0
+        now = iso(self.clock())
+
+        def work(con: Any) -> int:
+            n = store_ops.add_traces(con, rows, now)
+            store_ops.log_action(
+                con,
+                "memory_trace",
+                f"{n} traces for message {message_id}",
+                now,
+                guild_id=guild_id,
+                detail={"message_id": message_id, "reply_id": reply_id},
+            )
+            return n
+
+        return int(await self.db.write(work))
+
+    async def traces_for_message(self, guild_id: str, message_id: str) -> list[Trace]:
+        return list(await self.db.read(store_ops.traces_for_message, guild_id, message_id))
+
+    async def last_traced_message(self, guild_id: str, channel_id: str) -> str | None:
+        result: str | None = await self.db.read(store_ops.last_traced_message, guild_id, channel_id)
+        return result
+
+    async def traces_for_fact(self, guild_id: str, fact_id: int) -> list[Trace]:
+        return list(await self.db.read(store_ops.traces_for_fact, guild_id, fact_id))
+
+    async def recent_traces(self, guild_id: str | None, limit: int = 50) -> list[Trace]:
+        return list(await self.db.read(store_ops.recent_traces, guild_id, limit))
+
+    # -- operator: facts ----------------------------------------------------------------------------
+    async def list_facts(
+        self,
+        guild_id: str,
+        *,
+        subject: str | None = None,
+        fact_type: str | None = None,
+        active: bool | None = True,
+        before_id: int | None = None,
+        limit: int = 50,
+    ) -> list[Fact]:
+        return list(
+            await self.db.read(
+                lambda con: store.list_facts(
+                    con,
+                    guild_id,
+                    subject=subject,
+                    fact_type=fact_type,
+                    active=active,
+                    before_id=before_id,
+                    limit=max(1, min(500, limit)),
+                )
+            )
+        )
+
+    async def get_fact(self, guild_id: str, fact_id: int) -> Fact | None:
+        result: Fact | None = await self.db.read(store.get_fact, guild_id, fact_id)
+        return result
+
+    async def edit_fact(
+        self,
+        guild_id: str,
+        fact_id: int,
+        *,
+        text: str | None = None,
+        fact_type: str | None = None,
+        actor: str = "operator",
+    ) -> Fact | None:
+        """Correct a fact's text or type. Raises InvalidInput for text the guards refuse."""
+        new_text = None
+        if text is not None:
+            new_text = normalise_fact(text)
+            if new_text is None:
+                raise InvalidInput("fact text must be 4 to 190 characters")
+        new_type = normalise_type(fact_type) if fact_type is not None else None
+        now = iso(self.clock())
+        from .sqlite import IntegrityError
+
+        try:
+            fact: Fact | None = await self.db.write(
+                lambda con: store.edit_fact(
+                    con, guild_id, fact_id, text=new_text, fact_type=new_type, actor=actor, now=now
+                )
+            )
+        except IntegrityError as exc:
+            raise InvalidInput("another fact about this subject already has that text") from exc
+        if fact is not None:
+            self.embeddings.schedule_facts([fact])
+            self.snapshot.request()
+        return fact
+
+    async def set_fact_active(
+        self, guild_id: str, fact_id: int, active: bool, *, actor: str = "operator"
+    ) -> Fact | None:
+        now = iso(self.clock())
+        fact: Fact | None = await self.db.write(
+            store.set_fact_active, guild_id, fact_id, active, actor, now
+        )
+        if fact is not None:
+            if active:
+                self.embeddings.schedule_facts([fact])
+            self.snapshot.request()
+        return fact
+
+    async def delete_fact(self, guild_id: str, fact_id: int, *, actor: str = "operator") -> bool:
+        now = iso(self.clock())
+        ok = bool(await self.db.write(store.delete_fact, guild_id, fact_id, actor, now))
+        if ok:
+            self.snapshot.request()
+        return ok
+
+    async def fact_history(self, guild_id: str, fact_id: int) -> list[HistoryEntry]:
+        return list(await self.db.read(store.fact_history, guild_id, fact_id))
+
+    async def get_message(self, guild_id: str, message_id: str) -> StoredMessage | None:
+        result: StoredMessage | None = await self.db.read(store.get_message, guild_id, message_id)
+        return result
+
+    # -- operator: guilds, settings, health ----------------------------------------------------------
+    async def guilds(self) -> list[dict[str, Any]]:
+        return list(await self.db.read(store_ops.guild_overview))
+
+    async def members(self, guild_id: str) -> list[dict[str, Any]]:
+        return list(await self.db.read(store_ops.members, guild_id))
+
+    async def channels(self, guild_id: str) -> list[dict[str, Any]]:
+        return list(await self.db.read(store_ops.channels, guild_id))
+
+    async def set_names(
+        self,
+        guild_id: str,
+        *,
+        guild_name: str | None = None,
+        channels: dict[str, str] | None = None,
+        members: dict[str, str] | None = None,
+    ) -> None:
+        """Record display names (guild, channels, members) for pages and the snapshot."""
+        now = iso(self.clock())
+
+        def work(con: Any) -> None:
+            store.set_guild_name(con, guild_id, guild_name, now)
+            for cid, name in (channels or {}).items():
+                store.set_channel_name(con, guild_id, cid, name, now)
+            for uid, name in (members or {}).items():
+                store.upsert_member(con, guild_id, uid, name, now)
+
+        await self.db.write(work)
+
+    async def guild_settings(self, guild_id: str) -> GuildSettings:
+        """Resolved per-guild settings (cached; the cache is updated on every change)."""
+        found = self._settings_cache.get(guild_id)
+        if found is None:
+            stored = await self.db.read(store_ops.get_guild_settings, guild_id)
+            found = resolve_settings(stored)
+            self._settings_cache[guild_id] = found
+        return found
+
+    async def raw_guild_settings(self, guild_id: str) -> dict[str, str]:
+        return dict(await self.db.read(store_ops.get_guild_settings, guild_id))
+
+    async def set_guild_setting(
+        self, guild_id: str, key: str, value: str | None, *, actor: str = "operator"
+    ) -> None:
+        """Validate and store one setting (InvalidInput on bad values); applies at once."""
+        value = parse_setting(key, value)
+        now = iso(self.clock())
+
+        def work(con: Any) -> None:
+            store_ops.set_guild_setting(con, guild_id, key, value, now)
+            store_ops.log_action(
+                con,
+                "settings_change",
+                f"{key} = {value!r} by {actor}",
+                now,
+                guild_id=guild_id,
+                detail={"key": key, "value": value, "actor": actor},
+            )
+
+        await self.db.write(work)
+        self._settings_cache.pop(guild_id, None)
+        if key == GUILD_MODEL_KEY:
+            self.embeddings.set_guild_model(guild_id, value)
+            # Vectors of the old model stay (never mixed); fill the new model's.
+            task = asyncio.create_task(self.embeddings.reindex([guild_id]))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def set_voice_opt_out(self, guild_id: str, user_id: str, opted_out: bool) -> None:
+        now = iso(self.clock())
+        await self.db.write(store_ops.set_voice_opt_out, guild_id, user_id, opted_out, now)
+
+    async def voice_opt_outs(self) -> set[tuple[str, str]]:
+        return set(await self.db.read(store_ops.voice_opt_outs))
+
+    async def log_action(
+        self,
+        kind: str,
+        message: str,
+        *,
+        guild_id: str | None = None,
+        subject: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        now = iso(self.clock())
+        await self.db.write(
+            lambda con: store_ops.log_action(
+                con, kind, message, now, guild_id=guild_id, subject=subject, detail=detail
+            )
+        )
+
+    async def action_log(
+        self,
+        *,
+        kind: str | None = None,
+        guild_id: str | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[ActionLogEntry]:
+        return list(
+            await self.db.read(
+                lambda con: store_ops.action_log(
+                    con,
+                    kind=kind,
+                    guild_id=guild_id,
+                    before_id=before_id,
+                    limit=max(1, min(500, limit)),
+                )
+            )
+        )
+
+    async def reindex(self, progress: Any = None) -> dict[str, int]:
+        guild_ids = [g["guild_id"] for g in await self.guilds()]
+        return await self.embeddings.reindex(guild_ids, progress=progress)
+
+    def counters(self) -> dict[str, Any]:
+        q = self.queue.stats
+        p = self.pipeline.stats
+        e = self.embeddings.stats
+        return {
+            "queue_depth": self.queue.depth,
+            "queue_in_flight": self.queue.in_flight,
+            "queue_capacity": self.config.ingest.queue_capacity,
+            "ingest_accepted": q.accepted,
+            "ingest_duplicates": q.duplicates,
+            "ingest_rejected": q.rejected,
+            "ingest_dropped": q.dropped,
+            "ingest_processed": q.processed,
+            "ingest_replayed": q.replayed,
+            "ingest_failed_batches": q.failed_batches,
+            "last_drop_id": q.last_drop_id,
+            "extract_calls": p.extract_calls,
+            "extract_errors": p.extract_errors,
+            "extract_ms_avg": (p.extract_ms_total / p.extract_calls) if p.extract_calls else 0.0,
+            "facts_added": p.facts_added,
+            "facts_updated": p.facts_updated,
+            "candidates_rejected": p.candidates_rejected,
+            "journal_errors": p.journal_errors,
+            "embedding_calls": e.calls,
+            "embedding_errors": e.errors,
+            "embedding_backlog": self.embeddings.backlog,
+            "snapshot_runs": self.snapshot.runs,
+            "snapshot_errors": self.snapshot.errors,
+            "search_calls": self._search_calls,
+            "search_ms_total": self._search_ms_total,
+            "search_ms_avg": (
+                self._search_ms_total / self._search_calls if self._search_calls else 0.0
+            ),
+            "rejected_reasons": dict(self.rejected),
+        }
+
+    async def health(self) -> dict[str, Any]:
+        counts = await self.db.read(store_ops.health_counts)
+        warnings: list[str] = []
+        if counts["facts_fts_rows"] != counts["facts_total"]:
+            warnings.append(
+                f"fact FTS rows ({counts['facts_fts_rows']}) != facts ({counts['facts_total']})"
+            )
+        if counts["messages_fts_rows"] != counts["messages"]:
+            warnings.append("message FTS rows differ from messages")
+        model = self.embeddings.default_model
+        if model is not None:
+            v = counts["vectors"].get(model, {"fact_index": 0})
+            missing = counts["facts_active"] - v.get("fact_index", 0)
+            if missing > 0:
+                warnings.append(f"{missing} active facts have no vector for {model} yet")
+        if self.queue.stats.dropped:
+            warnings.append(f"{self.queue.stats.dropped} messages dropped by queue overflow")
+        return {
+            **counts,
+            "sqlite": self.db.versions,
+            "embedding_model": model,
+            "counters": self.counters(),
+            "warnings": warnings,
+            "ok": not warnings,
+        }
+
+
+def _incoming(m: StoredMessage) -> IncomingMessage:
+    return IncomingMessage(
+        id=m.id,
+        guild_id=m.guild_id,
+        channel_id=m.channel_id,
+        author_id=m.author_id,
+        author_name=m.author_name,
+        content=m.content,
+        created_at=m.created_at,
+        source=m.source,  # type: ignore[arg-type]
+        is_bot=m.is_bot,
+        reply_to_id=m.reply_to_id,
+    )
+
+
+def _snapshot_inputs(
+    con: Any, per_subject: int
+) -> tuple[list[Fact], dict[tuple[str, str], str], dict[str, str | None]]:
+    return store.snapshot_facts(con, per_subject), store.display_names(con), store.guild_names(con)

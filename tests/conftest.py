@@ -1,0 +1,103 @@
+"""Shared fixtures: isolated environment, a real engine on tmp_path, the fake OpenAI server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+pytest_plugins = ["tests.fakeopenai"]
+
+# Variables the program reads; a developer's shell must not leak into tests.
+_ENV_PREFIXES = ("GUILDLORE_", "DISCORD_", "OPENAI_", "DASHBOARD_", "LLM_")
+_ENV_NAMES = ("DEFAULT_MEMORY_EMBEDDING_MODEL",)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    for name in list(os.environ):
+        if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
+class FakeClock:
+    """A clock tests move by hand (crossing midnight without sleeping)."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kw: float) -> None:
+        self.now += timedelta(**kw)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> Any:
+    """One loaded offline MiniLM for the whole session (0.4 s to load)."""
+    from memory.embed import LocalMiniLMEmbedder
+
+    emb = LocalMiniLMEmbedder(threads=2)
+    emb.load()
+    return emb
+
+
+@pytest_asyncio.fixture
+async def make_memory(tmp_path: Path, local_embedder: Any) -> AsyncIterator[Callable[..., Any]]:
+    """Factory for started engines on tmp_path; all are closed at teardown."""
+    from memory.config import MemoryConfig
+    from memory.service import Memory
+
+    opened: list[Memory] = []
+
+    async def factory(
+        *,
+        extractor: Any = None,
+        clock: Any = None,
+        embeddings: str = "local",
+        data_dir: Path | None = None,
+        **overrides: Any,
+    ) -> Memory:
+        from dataclasses import replace
+
+        from memory.clock import system_clock
+        from memory.config import EmbeddingConfig
+
+        if embeddings == "none":
+            overrides.setdefault("embedding", EmbeddingConfig(provider="none"))
+        cfg = MemoryConfig.for_data_dir(data_dir or tmp_path / "data", **overrides)
+        if embeddings == "none":
+            cfg = replace(cfg, embedding=replace(cfg.embedding, provider="none"))
+        mem = Memory(
+            cfg,
+            extractor=extractor if extractor is not None else _rules(),
+            clock=clock or system_clock,
+            embedder=local_embedder if embeddings == "local" else None,
+        )
+        await mem.start()
+        opened.append(mem)
+        return mem
+
+    yield factory
+    for mem in opened:
+        await mem.close()
+
+
+def _rules() -> Any:
+    from memory.extract import RuleExtractor
+
+    return RuleExtractor()

@@ -1,0 +1,78 @@
+"""Hand-written test doubles that record their calls (no mock.patch)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from memory.clock import iso
+from memory.errors import ExtractionError
+from memory.extract import ExtractionItem
+from memory.models import Candidate, IncomingMessage
+
+_ids = itertools.count(1_000_000_000_000_000)
+
+GUILD = "111111111111111111"
+OTHER_GUILD = "222222222222222222"
+CHANNEL = "333333333333333333"
+ALICE = "444444444444444444"
+BOB = "555555555555555555"
+
+
+def msg(
+    content: str,
+    *,
+    author: str = ALICE,
+    name: str = "Alice",
+    guild: str | None = GUILD,
+    channel: str = CHANNEL,
+    id: str | None = None,
+    created_at: str | None = None,
+    source: str = "text",
+    is_bot: bool = False,
+) -> IncomingMessage:
+    from datetime import UTC, datetime
+
+    return IncomingMessage(
+        id=id or str(next(_ids)),
+        guild_id=guild,
+        channel_id=channel,
+        author_id=author,
+        author_name=name,
+        content=content,
+        created_at=created_at or iso(datetime.now(UTC)),
+        source=source,  # type: ignore[arg-type]
+        is_bot=is_bot,
+    )
+
+
+@dataclass
+class ScriptedExtractor:
+    """Returns ``fn(text, author)`` per message; can be slowed down or made to fail."""
+
+    fn: Callable[[str, str], list[Candidate]] = lambda text, author: []
+    delay_s: float = 0.0
+    fail: bool = False
+    name: str = "scripted"
+    calls: list[list[str]] = field(default_factory=list)
+
+    async def extract(self, text: str, author: str, max_facts: int) -> list[Candidate]:
+        return (await self.extract_batch([ExtractionItem(text=text, author=author)], max_facts))[0]
+
+    async def extract_batch(
+        self, items: Sequence[ExtractionItem], max_facts: int
+    ) -> list[list[Candidate]]:
+        self.calls.append([i.text for i in items])
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.fail:
+            raise ExtractionError("scripted failure")
+        return [self.fn(i.text, i.author)[:max_facts] for i in items]
+
+
+def echo_fact(text: str, author: str) -> list[Candidate]:
+    """One fact per message: '<author> said <text>.' — always grounded."""
+    body = text.rstrip(".!?")
+    return [Candidate(fact=f"{author} said {body}.", type="other", confidence=0.6, evidence=text)]

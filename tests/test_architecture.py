@@ -1,0 +1,73 @@
+"""The shape of the house: import direction, public surface, nothing at import time."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import memory
+
+ROOT = Path(__file__).resolve().parents[1]
+FRAMEWORKS = ("discord", "aiohttp", "jinja2", "apscheduler", "markdown_it", "playwright")
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def test_memory_imports_no_framework_and_nothing_of_bot_or_dashboard() -> None:
+    for path in (ROOT / "memory").rglob("*.py"):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            assert top not in FRAMEWORKS, f"{path.name} imports {name}"
+            assert top not in ("bot", "dashboard"), f"{path.name} imports {name}"
+
+
+def test_nothing_imports_bot_and_dashboard_never_imports_discord() -> None:
+    for path in (ROOT / "dashboard").rglob("*.py"):
+        for name in _imports(path):
+            assert name.split(".")[0] not in ("bot", "discord"), f"{path} imports {name}"
+    for path in (ROOT / "memory").rglob("*.py"):
+        assert "bot" not in {n.split(".")[0] for n in _imports(path)}
+
+
+def test_only_the_voice_adapter_touches_voice_internals() -> None:
+    for path in (ROOT / "bot").rglob("*.py"):
+        names = {n.split(".")[0] for n in _imports(path)} | _imports(path)
+        if path.name == "discord_adapter.py":
+            continue
+        assert "davey" not in names, path
+        assert "discord.ext.voice_recv" not in names, path
+
+
+def test_public_surface_is_explicit() -> None:
+    assert sorted(memory.__all__) == sorted(set(memory.__all__))
+    for name in memory.__all__:
+        assert hasattr(memory, name), name
+    public = {n for n in dir(memory) if not n.startswith("_") and n[0].isupper()}
+    assert public <= set(memory.__all__) | {"LORE_SUBJECT"}
+
+
+def test_importing_the_packages_has_no_side_effects(tmp_path: Path) -> None:
+    code = (
+        "import os, memory, memory.service, memory.retrieval, dashboard, bot, bot.cli; "
+        "print(sorted(os.listdir('.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert out.stdout.strip() == "[]", "importing created files"
