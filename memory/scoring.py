@@ -1,0 +1,460 @@
+"""Pure ranking functions: the signals of SPEC §6, their fusion and the gate.
+
+No I/O and no clocks: callers pass ages, channels and similarities in, and get
+numbers (or ``ScoreParts`` in explain mode) out, so the dashboard can show
+exactly why a fact ranked where it did.
+
+Lexical matching and stop words: a query such as "what does she like?" is
+mostly function words. Counting them would let any text containing "what"
+and "does" look half relevant, and dilute the one word that matters. So the
+query's English stop words are dropped before the overlap is measured,
+unless the query has nothing else (then all its tokens are kept, so "who is
+she" still matches "she is who she is" better than unrelated text). Tokens
+on both sides are also folded by a trailing plural "s" ("likes" ~ "like").
+The whole-query containment test uses the full compact query, stop words
+included, and respects word boundaries ("art" is not found in "party").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal, TypeVar, overload
+
+from memory.models import ScoreParts
+from memory.text import compact, is_no_space_token, tokens
+
+T = TypeVar("T")
+
+# Float sums such as 0.50·a + 0.28·b land a hair under a threshold they
+# mathematically meet; compare with this much slack.
+_EPS = 1e-9
+
+# English function words that carry no topic. Kept short on purpose: words
+# like "like", "work" or "home" are stop words in some lists but are exactly
+# what chat memory is about.
+STOP_WORDS: frozenset[str] = frozenset(
+    """
+    a an the and or but if then so than that this these those there here
+    i me my mine you your yours he him his she her hers it its we us our ours
+    they them their theirs who whom whose what which when where why how
+    is am are was were be been being do does did done doing have has had having
+    can could will would shall should may might must
+    of in on at to for from by with about into onto over under as up out off
+    not no yes any some all just also too very really
+    tell know remember said say anything something everything
+    """.split()
+)
+
+
+@dataclass(frozen=True)
+class FusionWeights:
+    semantic: float
+    lexical: float
+    confidence: float
+    recency: float
+    channel: float
+    bm25: float = 0.0  # reported, not fused, by default (SPEC §6)
+
+
+@dataclass(frozen=True)
+class ScoringWeights:
+    """Weights and gate thresholds; the defaults are SPEC §6's."""
+
+    with_semantic: FusionWeights = field(
+        default_factory=lambda: FusionWeights(0.50, 0.28, 0.10, 0.07, 0.05)
+    )
+    without_semantic: FusionWeights = field(
+        default_factory=lambda: FusionWeights(0.0, 0.75, 0.10, 0.10, 0.05)
+    )
+    # Gate with semantic: sem ≥ sem_min or lex ≥ lex_min_with_semantic, or
+    # combined ≥ combined_min_with_semantic backed by a weak signal.
+    sem_min: float = 0.20
+    lex_min_with_semantic: float = 0.22
+    combined_min_with_semantic: float = 0.52
+    support_sem_min: float = 0.08
+    support_lex_min: float = 0.10
+    # Gate without semantic.
+    lex_min: float = 0.24
+    combined_min: float = 0.62
+    recency_half_days: float = 45.0
+    channel_same: float = 1.0
+    channel_unscoped: float = 0.25
+
+
+DEFAULT_WEIGHTS = ScoringWeights()
+
+
+_FUSION_TOTAL = 1.9
+
+
+@dataclass(frozen=True)
+class MessageWeights:
+    """Fusion for past messages (SPEC §6 leaves it open; facts keep ``ScoringWeights``).
+
+    Tuned on the LoCoMo dev split only (bench/README.md), in raw units:
+    0.7·cosine + 0.3·normalised BM25 is a message's own *base* relevance; it
+    borrows 0.3 of its better neighbour's base (a reply takes meaning from the
+    message it answers); +0.3 when its author is the member the query names;
+    +0.2 when it was written on a date the query mentions; +0.1 for the share
+    of its sentences that are statements rather than questions (a message
+    that asks remembers less than one that tells — "how was the trip?" echoes
+    a query's words without answering it). Divided by their sum (1.9) so
+    ``combined`` stays in 0..1 and merges with fact scores. Recency, channel
+    and lexical overlap are reported, not fused: on the benchmark they only
+    added noise, and the prompt slice already puts the same channel first.
+    """
+
+    semantic: float = 0.7 / _FUSION_TOTAL
+    bm25: float = 0.3 / _FUSION_TOTAL
+    neighbour: float = 0.3 / _FUSION_TOTAL
+    speaker: float = 0.3 / _FUSION_TOTAL
+    date: float = 0.2 / _FUSION_TOTAL
+    statement: float = 0.1 / _FUSION_TOTAL
+    lexical: float = 0.0
+    recency: float = 0.0
+    channel: float = 0.0
+
+    def base(self, semantic: float | None, bm25: float) -> float:
+        """A message's own relevance in 0..1 (what its neighbours borrow)."""
+        total = self.semantic + self.bm25
+        if total <= 0:
+            return 0.0
+        sem = 0.0 if semantic is None else _unit(semantic)
+        return (self.semantic * sem + self.bm25 * _unit(bm25)) / total
+
+    def combined(
+        self,
+        semantic: float,
+        bm25: float,
+        neighbour: float,
+        speaker: float,
+        date: float,
+        statement: float,
+        lexical: float = 0.0,
+        recency: float = 0.0,
+        channel: float = 0.0,
+    ) -> float:
+        """The weighted sum of parts already clamped to 0..1, clamped to 0..1."""
+        total = (
+            self.semantic * semantic
+            + self.bm25 * bm25
+            + self.neighbour * neighbour
+            + self.speaker * speaker
+            + self.date * date
+            + self.statement * statement
+            + self.lexical * lexical
+            + self.recency * recency
+            + self.channel * channel
+        )
+        return min(1.0, max(0.0, total))
+
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+
+
+def statement_share(text: str) -> float:
+    """The share of ``text``'s sentences that do not end with "?" (1 if none do)."""
+    sentences = [s.strip() for s in _SENTENCE.findall(text or "") if any(ch.isalnum() for ch in s)]
+    if not sentences:
+        return 1.0
+    asks = sum(1 for s in sentences if s.endswith("?"))
+    return 1.0 - asks / len(sentences)
+
+
+DEFAULT_MESSAGE_WEIGHTS = MessageWeights()
+
+
+def _fold(token: str) -> str:
+    # Plural/third-person "s" only; anything cleverer belongs to the semantic side.
+    if len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
+        return token[:-1]
+    return token
+
+
+def _contains_phrase(haystack: str, needle: str) -> bool:
+    """``needle`` occurs in ``haystack`` on word boundaries (both compact).
+
+    Scripts written without spaces have no word boundaries to respect, so a
+    match that starts or ends on such a character is accepted as is.
+    """
+    start = haystack.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        left_ok = (
+            start == 0
+            or haystack[start - 1] == " "
+            or is_no_space_token(needle[0])
+            or is_no_space_token(haystack[start - 1])
+        )
+        right_ok = (
+            end == len(haystack)
+            or haystack[end] == " "
+            or is_no_space_token(needle[-1])
+            or is_no_space_token(haystack[end])
+        )
+        if left_ok and right_ok:
+            return True
+        start = haystack.find(needle, start + 1)
+    return False
+
+
+def query_terms(query: str) -> frozenset[str]:
+    """The folded query tokens lexical overlap is measured on (see module doc)."""
+    # Stop words are matched before folding: folded "this" would be "thi".
+    raw = set(tokens(query))
+    content = {t for t in raw if t not in STOP_WORDS} or raw
+    return frozenset(_fold(t) for t in content)
+
+
+def _compact_tokens(compacted: str) -> list[str]:
+    # ASCII text needs no script-aware splitting: whitespace is the boundary.
+    if compacted.isascii():
+        return compacted.split()
+    return tokens(compacted, already_compact=True)
+
+
+class LexicalQuery:
+    """``lexical_score`` with the query's side prepared once (many candidates)."""
+
+    __slots__ = ("compact", "terms")
+
+    def __init__(self, query: str) -> None:
+        self.compact = compact(query)
+        self.terms = query_terms(self.compact) if self.compact else frozenset()
+
+    def score(self, text: str) -> float:
+        q = self.compact
+        if not q:
+            return 0.0
+        t = compact(text)
+        if not t:
+            return 0.0
+        if _contains_phrase(t, q):
+            return 1.0
+        if not self.terms:
+            return 0.0
+        text_terms = {_fold(tok) for tok in _compact_tokens(t)}
+        return len(self.terms & text_terms) / len(self.terms)
+
+
+def lexical_score(query: str, text: str) -> float:
+    """1.0 if ``text`` contains the whole query, else the share of query terms it has."""
+    return LexicalQuery(query).score(text)
+
+
+def recency_score(age_days: float, half: float = 45.0) -> float:
+    """``1 / (1 + age/half)``: 1 today, 0.5 at ``half`` days; future ages count as now."""
+    if half <= 0:
+        raise ValueError(f"recency half-life must be positive, got {half}")
+    if not math.isfinite(age_days):
+        return 0.0 if age_days > 0 else 1.0
+    return 1.0 / (1.0 + max(0.0, age_days) / half)
+
+
+def channel_score(
+    fact_channel: str | None,
+    query_channel: str | None,
+    *,
+    weights: ScoringWeights = DEFAULT_WEIGHTS,
+) -> float:
+    """1 same channel, 0.25 guild-wide fact, 0 other channel.
+
+    A query without a channel (dashboard search) scores 0 for every fact, so
+    the signal cannot favour guild-wide facts where no channel was asked about.
+    """
+    if query_channel is None:
+        return 0.0
+    if fact_channel is None:
+        return weights.channel_unscoped
+    return weights.channel_same if fact_channel == query_channel else 0.0
+
+
+def bm25_normalise(raw_bm25_values: Sequence[float | None]) -> list[float]:
+    """Map SQLite ``bm25()`` values to 0..1 within one candidate set, best = 1.
+
+    ``bm25()`` is negative and lower is better. Each value is divided by the
+    best one, so scores stay proportional to match strength (the weakest FTS
+    match is not pushed to 0 just for being last). None (a candidate that did
+    not come from FTS), non-finite and non-negative values score 0; if the set
+    has no usable value, everything scores 0.
+    """
+    usable = [v for v in raw_bm25_values if v is not None and math.isfinite(v) and v < 0]
+    if not usable:
+        return [0.0 for _ in raw_bm25_values]
+    best = min(usable)
+    out: list[float] = []
+    for v in raw_bm25_values:
+        if v is None or not math.isfinite(v) or v >= 0:
+            out.append(0.0)
+        else:
+            out.append(min(1.0, max(0.0, v / best)))
+    return out
+
+
+def _unit(value: float) -> float:
+    # Cosine can be negative and callers can pass junk; the fusion only means
+    # something for signals in 0..1, and NaN must not poison a ranking.
+    if not math.isfinite(value):
+        return 0.0
+    return min(1.0, max(0.0, value))
+
+
+def passes_gate(parts: ScoreParts, *, weights: ScoringWeights = DEFAULT_WEIGHTS) -> bool:
+    """The relevance gate of SPEC §6, on the lexical, semantic and combined parts."""
+    lex, combined = parts.lexical, parts.combined
+    if parts.semantic is None:
+        return lex >= weights.lex_min - _EPS or combined >= weights.combined_min - _EPS
+    sem = parts.semantic
+    if sem >= weights.sem_min - _EPS or lex >= weights.lex_min_with_semantic - _EPS:
+        return True
+    return combined >= weights.combined_min_with_semantic - _EPS and (
+        sem >= weights.support_sem_min - _EPS or lex >= weights.support_lex_min - _EPS
+    )
+
+
+@overload
+def fuse(
+    lexical: float,
+    semantic: float | None,
+    confidence: float,
+    recency: float,
+    channel: float,
+    bm25: float = ...,
+    *,
+    explain: Literal[False] = ...,
+    weights: ScoringWeights = ...,
+) -> float: ...
+
+
+@overload
+def fuse(
+    lexical: float,
+    semantic: float | None,
+    confidence: float,
+    recency: float,
+    channel: float,
+    bm25: float = ...,
+    *,
+    explain: Literal[True],
+    weights: ScoringWeights = ...,
+) -> ScoreParts: ...
+
+
+@overload
+def fuse(
+    lexical: float,
+    semantic: float | None,
+    confidence: float,
+    recency: float,
+    channel: float,
+    bm25: float = ...,
+    *,
+    explain: bool,
+    weights: ScoringWeights = ...,
+) -> float | ScoreParts: ...
+
+
+def fuse(
+    lexical: float,
+    semantic: float | None,
+    confidence: float,
+    recency: float,
+    channel: float,
+    bm25: float = 0.0,
+    *,
+    explain: bool = False,
+    weights: ScoringWeights = DEFAULT_WEIGHTS,
+) -> float | ScoreParts:
+    """Weighted sum of the signals; with ``explain`` the parts, combined and gate result.
+
+    Each signal is clamped to 0..1 first (a negative cosine means "unrelated",
+    not "anti-relevant"); the parts report the clamped values that were summed.
+    """
+    lex, conf, rec, chan, bm = (_unit(x) for x in (lexical, confidence, recency, channel, bm25))
+    sem = None if semantic is None else _unit(semantic)
+    w = weights.without_semantic if sem is None else weights.with_semantic
+    combined = (
+        w.semantic * (sem or 0.0)
+        + w.lexical * lex
+        + w.confidence * conf
+        + w.recency * rec
+        + w.channel * chan
+        + w.bm25 * bm
+    )
+    combined = min(1.0, max(0.0, combined))
+    if not explain:
+        return combined
+    parts = ScoreParts(
+        lexical=lex,
+        semantic=sem,
+        confidence=conf,
+        recency=rec,
+        channel=chan,
+        bm25=bm,
+        combined=combined,
+    )
+    return replace(parts, passed=passes_gate(parts, weights=weights))
+
+
+def fuse_message(
+    *,
+    semantic: float | None,
+    bm25: float,
+    lexical: float,
+    neighbour: float,
+    speaker: float,
+    date: float,
+    recency: float,
+    channel: float,
+    statement: float = 1.0,
+    confidence: float = 0.5,
+    weights: MessageWeights = DEFAULT_MESSAGE_WEIGHTS,
+    gate: ScoringWeights = DEFAULT_WEIGHTS,
+) -> ScoreParts:
+    """Score parts of one message; ``neighbour`` is the better adjacent message's
+    ``MessageWeights.base``. The SPEC §6 gate is applied to the result
+    (semantic, lexical and combined), as for facts."""
+    sem = None if semantic is None else _unit(semantic)
+    lex, bm, nb, spk, dt, rec, chan, st = (
+        _unit(x) for x in (lexical, bm25, neighbour, speaker, date, recency, channel, statement)
+    )
+    combined = weights.combined(sem or 0.0, bm, nb, spk, dt, st, lex, rec, chan)
+    parts = ScoreParts(
+        lexical=lex,
+        semantic=sem,
+        confidence=_unit(confidence),
+        recency=rec,
+        channel=chan,
+        bm25=bm,
+        combined=combined,
+        speaker=spk,
+        neighbour=nb,
+        date=dt,
+        statement=st,
+    )
+    return replace(parts, passed=passes_gate(parts, weights=gate))
+
+
+def rank(
+    candidates: Iterable[tuple[T, ScoreParts]],
+    *,
+    strict: bool,
+    limit: int,
+    weights: ScoringWeights = DEFAULT_WEIGHTS,
+) -> list[tuple[T, ScoreParts]]:
+    """Best first, at most ``limit``.
+
+    Strict (search API, model lookup): only candidates that pass the gate,
+    possibly none. Non-strict (prompt slice): the passing ones, or the best
+    candidates if none pass. Ties keep the caller's order.
+    """
+    if limit <= 0:
+        return []
+    ordered = sorted(candidates, key=lambda c: (-c[1].combined, -c[1].lexical))
+    passing = [c for c in ordered if passes_gate(c[1], weights=weights)]
+    if passing or strict:
+        return passing[:limit]
+    return ordered[:limit]
