@@ -1,0 +1,76 @@
+"""``guildlore``: one entry point, one subcommand per job.
+
+Each subcommand lives in ``bot/commands/<name>.py`` and exposes
+``add_arguments(parser)`` and ``run(args) -> int``; imports happen only when a
+subcommand runs, so ``guildlore --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+COMMANDS: dict[str, str] = {
+    "run": "Run the Discord bot (with the dashboard).",
+    "demo": "Offline demo: import a bundled sample guild and serve the dashboard.",
+    "import": "Import DiscordChatExporter JSON exports or raw Discord API message arrays.",
+    "search": "Search a guild's memory from the terminal.",
+    "forget": "Erase everything remembered about a member of a guild.",
+    "snapshot": "Regenerate and print MEMORY.md.",
+    "reindex": "Embed every fact and message that has no vector for its guild's model.",
+    "bench": "Run a benchmark (locomo).",
+    "doctor": "Check the installation and configuration, and explain what is wrong.",
+}
+
+DEFAULT_DATA_DIR = Path("data")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="guildlore",
+        description="A Discord bot with long-term, guild-scoped memory and an operator dashboard.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument(
+            "--data-dir",
+            type=Path,
+            default=None,
+            help="folder holding the database and the memory_journal folder "
+            "(default: GUILDLORE_DATA_DIR or ./data)",
+        )
+        module = _module(name)
+        module.add_arguments(p)
+    return parser
+
+
+def _module(name: str):  # type: ignore[no-untyped-def]
+    # "import" is a keyword, so that command's module is bot/commands/import_.py.
+    return importlib.import_module(f"bot.commands.{'import_' if name == 'import' else name}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        return int(_module(args.command).run(args))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""``guildlore demo``: the whole product offline, in one command.
+
+No configuration, no network, no Discord: a fresh data dir, the bundled
+pseudonymised sample guild imported through the live ingest path with the
+offline rule extractor and the bundled local embedding model, then the
+dashboard on loopback. It prints the URL, a few searches that really return
+hits (picked from the facts the import produced, then checked), and runs
+until Ctrl-C or SIGTERM.
+
+The environment's LLM and embedding settings are ignored on purpose: the demo
+must behave the same on every machine. ``DASHBOARD_TOKEN`` is honoured, since
+binding beyond loopback needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bot.commands._common import CliError, Progress, reports_errors
+
+if TYPE_CHECKING:
+    from memory.service import Memory
+
+DEFAULT_PORT = 8080
+EXAMPLES = 4
+SAMPLE_NAME = "sample_guild.json"
+READY_LINE = "guildlore demo: dashboard at"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"dashboard port (default: {DEFAULT_PORT}; 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temporary data dir at exit (a --data-dir is always kept)",
+    )
+
+
+def sample_path() -> Path:
+    """The bundled sample guild export (package data of ``bot``)."""
+    return Path(__file__).resolve().parents[1] / "data" / SAMPLE_NAME
+
+
+@reports_errors
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"guildlore demo: --port must be 0..65535, got {args.port}", 2)
+    if args.data_dir is not None:
+        data_dir, temporary = Path(args.data_dir), False
+    else:
+        data_dir, temporary = Path(tempfile.mkdtemp(prefix="guildlore-demo-")), True
+    try:
+        return asyncio.run(_main(args, data_dir, started))
+    finally:
+        if temporary and not args.keep:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        elif temporary:
+            print(f"guildlore demo: data kept in {data_dir}", file=sys.stderr)
+
+
+async def _main(args: argparse.Namespace, data_dir: Path, started: float) -> int:
+    from bot.commands.import_ import StopSignal, import_files
+    from memory.config import MemoryConfig
+    from memory.errors import ConfigError
+    from memory.extract import RuleExtractor
+    from memory.importer import read_header
+    from memory.service import Memory
+
+    sample = sample_path()
+    guild_id = read_header(sample).guild_id or ""
+    stop = StopSignal()
+    loop = asyncio.get_running_loop()
+    err = sys.stderr
+    print(
+        f"guildlore demo: data dir {data_dir} (offline: rule extractor, local embeddings)", file=err
+    )
+    with stop.installed(loop):
+        memory = await Memory.open(MemoryConfig.for_data_dir(data_dir), extractor=RuleExtractor())
+        runner: Any = None
+        try:
+            progress = Progress(sample.stat().st_size, label="loading sample guild")
+            report = await import_files(memory, [sample], progress=progress, stop=stop)
+            progress.finish()
+            if report.errors:
+                raise CliError(
+                    "guildlore demo: the bundled sample is unreadable: " + report.errors[0]
+                )
+            if stop.requested.is_set():
+                return 130
+            await memory.refresh_snapshot()
+            examples = await example_queries(memory, guild_id)
+            try:
+                runner = await _serve(memory, args.host, args.port)
+            except ConfigError as exc:
+                raise CliError(f"guildlore demo: {exc}", 2) from exc
+            except OSError as exc:
+                raise CliError(
+                    f"guildlore demo: cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
+                    "pick another port with --port, or --port 0 for any free one",
+                    2,
+                ) from exc
+            from dashboard.server import bound_port
+
+            base = f"http://{_url_host(args.host)}:{bound_port(runner)}"
+            _print_ready(base, guild_id, data_dir, report, examples, time.monotonic() - started)
+            await stop.requested.wait()
+            print("guildlore demo: shutting down", file=err)
+            return 0
+        finally:
+            if runner is not None:
+                with contextlib.suppress(Exception):
+                    await runner.cleanup()
+            await memory.close(drain_timeout=1.0)
+
+
+async def _serve(memory: Memory, host: str, port: int) -> Any:
+    from dashboard.app import DashboardConfig
+    from dashboard.server import start_dashboard
+
+    token = os.environ.get("DASHBOARD_TOKEN") or None
+    return await start_dashboard(memory, DashboardConfig(host=host, port=port, token=token))
+
+
+def _url_host(host: str) -> str:
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _print_ready(
+    base: str,
+    guild_id: str,
+    data_dir: Path,
+    report: Any,
+    examples: list[tuple[str, int, str]],
+    seconds: float,
+) -> None:
+    out = sys.stdout
+    lines = [
+        "",
+        f"{READY_LINE} {base}/   (ready in {seconds:.1f} s)",
+        f"  sample guild {guild_id}: {report.stats.messages} messages imported, "
+        f"{report.facts_added} facts, {report.fact_vectors + report.message_vectors} vectors",
+        f"  people and facts:  {base}/guilds/{guild_id}",
+        f"  MEMORY.md:         {base}/snapshot   (JSON: {base}/api/memory)",
+        f"  daily journals:    {base}/journal",
+    ]
+    if examples:
+        lines.append("  example searches (each returns hits on the sample):")
+        for query, hits, top in examples:
+            q = urllib.parse.quote(query)
+            lines.append(f'    "{query}"  ({hits} hit{"s" if hits != 1 else ""}; top: {top})')
+            lines.append(f"      {base}/search?q={q}&guildId={guild_id}")
+        first = examples[0][0]
+        q = urllib.parse.quote(first)
+        lines.append(f"  JSON API:          {base}/api/memory/search?q={q}&guildId={guild_id}")
+        lines.append(
+            f'  from a terminal:   guildlore search "{first}" --guild {guild_id} '
+            f"--data-dir {data_dir}"
+        )
+    lines.append("Press Ctrl-C to stop.")
+    print("\n".join(lines), file=out, flush=True)
+
+
+# -- example searches -----------------------------------------------------------------------
+
+_LEAD = re.compile(
+    r"^(?:is|are|was|has|have|had|works?|working|lives?|loves?|likes?|enjoys?|hates?|"
+    r"is\s+working|is\s+learning|learns?|studies|studying|uses?|plays?|speaks?|"
+    r"is\s+interested|interested|only|also|a|an|the|on|in|as|at|of|for|to|with|"
+    r"starting|being|been|good|huge|real|over)\s+",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[^\W_][\w'-]*", re.UNICODE)
+
+
+def query_from_fact(fact: str, subject_name: str) -> str | None:
+    """A short search phrase from a fact: its object, without the name and the verb."""
+    text = fact.strip().rstrip(".!?")
+    for name in sorted({subject_name, subject_name.split(" ")[0]}, key=len, reverse=True):
+        if name and text.lower().startswith(name.lower()):
+            text = text[len(name) :].lstrip()
+            break
+    text = re.sub(r"^'s\s+", "", text)
+    previous = None
+    while previous != text:
+        previous = text
+        text = _LEAD.sub("", text, count=1)
+    words = [w for w in _WORD.findall(text) if len(w) >= 3][:3]
+    if not words:
+        return None
+    return " ".join(words).lower()
+
+
+async def example_queries(
+    memory: Memory, guild_id: str, wanted: int = EXAMPLES
+) -> list[tuple[str, int, str]]:
+    """(query, hits, top hit text) for a few queries taken from real facts and checked."""
+    facts = await memory.list_facts(guild_id, limit=200)
+    names = {m["user_id"]: m.get("display_name") or "" for m in await memory.members(guild_id)}
+    # Higher confidence first; one example per person and per fact type where possible.
+    facts.sort(key=lambda f: (-f.confidence, f.id))
+    chosen: list[tuple[str, int, str]] = []
+    seen_subjects: set[str] = set()
+    seen_types: set[str] = set()
+    seen_queries: set[str] = set()
+    for strict_types in (True, False):
+        for fact in facts:
+            if len(chosen) >= wanted:
+                return chosen
+            if fact.subject in seen_subjects or (strict_types and fact.fact_type in seen_types):
+                continue
+            query = query_from_fact(fact.fact, names.get(fact.subject, ""))
+            if query is None or query in seen_queries:
+                continue
+            hits = await memory.search(guild_id, query, limit=10)
+            if not hits:
+                continue
+            seen_queries.add(query)
+            seen_subjects.add(fact.subject)
+            seen_types.add(fact.fact_type)
+            chosen.append((query, len(hits), hits[0].text))
+    return chosen

@@ -1,0 +1,75 @@
+"""``guildlore forget --guild G --user U``: erase a member, as ``/memory forget-me`` does.
+
+``Memory.forget`` removes the member's facts, vectors, FTS rows, messages and
+traces, redacts their journal lines, regenerates MEMORY.md and leaves one
+``forget`` history row without content. It asks before erasing unless
+``--yes`` is given (or stdin is not a terminal, where it refuses instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from bot.commands._common import (
+    CliError,
+    add_config_argument,
+    load_cli_settings,
+    open_memory,
+    reports_errors,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--guild", required=True, metavar="ID", help="guild id")
+    parser.add_argument("--user", required=True, metavar="ID", help="member's Discord user id")
+    parser.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_config_argument(parser)
+
+
+def _snowflake(value: str, flag: str) -> str:
+    value = value.strip()
+    if not (value.isascii() and value.isdigit() and len(value) <= 20):
+        raise CliError(f"guildlore forget: {flag} must be a Discord id, got {value!r}", 2)
+    return value
+
+
+@reports_errors
+def run(args: argparse.Namespace) -> int:
+    guild = _snowflake(args.guild, "--guild")
+    user = _snowflake(args.user, "--user")
+    settings = load_cli_settings(args)
+    if not settings.resolved_db_path.exists():
+        raise CliError(f"guildlore forget: no database at {settings.resolved_db_path}", 1)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise CliError(
+                "guildlore forget: refusing to erase without --yes (stdin is not a terminal)", 2
+            )
+        answer = input(
+            f"Erase everything remembered about user {user} in guild {guild}? "
+            "This cannot be undone. [y/N] "
+        )
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing erased")
+            return 1
+    return asyncio.run(_main(args, settings, guild, user))
+
+
+async def _main(args: argparse.Namespace, settings: Any, guild: str, user: str) -> int:
+    async with open_memory(settings, ingest=False) as memory:
+        report = await memory.forget(guild, user, actor="operator:cli")
+    if args.json:
+        print(json.dumps(asdict(report), indent=2))
+    else:
+        print(
+            f"Erased user {user} from guild {guild}: {report.facts} facts, {report.vectors} "
+            f"vectors, {report.messages} messages, {report.traces} traces, "
+            f"{report.journal_lines} journal lines. MEMORY.md regenerated."
+        )
+    return 0

@@ -1,0 +1,424 @@
+"""``guildlore import PATH...``: DiscordChatExporter exports and raw API arrays.
+
+Every message goes through ``Memory.ingest_message`` — the live path — with
+``source="import"`` and its original timestamp, so journals land on the days
+the messages were written. ``backpressure=True`` makes the reader wait for
+queue room instead of dropping, and the reader also waits when the embedding
+backlog grows, so memory stays bounded however large the file.
+
+Re-running an import is a no-op for messages already processed (ingest
+de-duplicates by id). Messages accepted but not processed when the run ended
+(Ctrl-C twice, a crash) are ``pending`` in the inbox and are replayed by the
+next run — of this command or of the bot.
+
+A file that cannot be read (truncated, malformed, wrong schema) is reported
+with its byte position; what was read before the error is imported and
+settled, the other files still run, and the exit status is 1.
+Exit status 130 after Ctrl-C/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bot.commands._common import (
+    CliError,
+    Progress,
+    add_config_argument,
+    describe_paths,
+    fmt_duration,
+    load_cli_settings,
+    open_memory,
+    reports_errors,
+)
+
+if TYPE_CHECKING:
+    from memory.importer import ImportRecord, ImportStats
+    from memory.service import Memory
+
+# Records handed to the engine at once: enough for its group commit to batch
+# the inbox writes, small enough that Ctrl-C is answered at once.
+CHUNK = 256
+# The reader pauses while more than this many facts/messages wait for a vector.
+EMBED_BACKLOG_MAX = 2_000
+EXIT_INTERRUPTED = 130
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="export files, or folders searched for *.json",
+    )
+    parser.add_argument(
+        "--guild",
+        default=None,
+        metavar="ID",
+        help="guild id for raw Discord API messages without guild_id (DCE exports name theirs)",
+    )
+    parser.add_argument(
+        "--extractor",
+        choices=("auto", "llm", "rules"),
+        default=None,
+        help="fact extractor (default: the llm.extractor setting; 'rules' is offline)",
+    )
+    parser.add_argument(
+        "--embeddings",
+        choices=("local", "openai", "none"),
+        default=None,
+        help="embedding provider (default: the embedding.provider setting)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_config_argument(parser)
+
+
+@dataclass
+class ImportReport:
+    """What an import did: reader totals, engine outcomes, and what it cost."""
+
+    stats: ImportStats
+    new: int = 0
+    resumed: int = 0
+    already: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    settled: bool = False
+    seconds: float = 0.0
+    facts_added: int = 0
+    facts_updated: int = 0
+    fact_vectors: int = 0
+    message_vectors: int = 0
+    extract_errors: int = 0
+    dropped: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.stats.messages / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **self.stats.as_dict(),
+            "new": self.new,
+            "resumed": self.resumed,
+            "already_imported": self.already,
+            "rejected": dict(sorted(self.rejected.items())),
+            "facts_added": self.facts_added,
+            "facts_updated": self.facts_updated,
+            "fact_vectors": self.fact_vectors,
+            "message_vectors": self.message_vectors,
+            "extract_errors": self.extract_errors,
+            "dropped": self.dropped,
+            "errors": list(self.errors),
+            "interrupted": self.interrupted,
+            "settled": self.settled,
+            "seconds": round(self.seconds, 3),
+            "messages_per_s": round(self.rate, 1),
+        }
+
+    def summary(self) -> str:
+        s = self.stats
+        skipped = ", ".join(f"{reason} {n}" for reason, n in s.skipped.most_common())
+        lines = [
+            f"{'Interrupted' if self.interrupted else 'Imported'}: {s.files} "
+            f"file{'s' if s.files != 1 else ''}, {s.bytes / 1e6:.1f} MB in "
+            f"{fmt_duration(self.seconds)} ({self.seconds:.1f} s)",
+            f"  messages   {s.messages} read: {self.new} new, {self.resumed} resumed, "
+            f"{self.already} already imported"
+            + (
+                ", " + ", ".join(f"{n} rejected ({r})" for r, n in self.rejected.most_common())
+                if self.rejected
+                else ""
+            ),
+            f"  skipped    {s.total_skipped}" + (f" ({skipped})" if skipped else ""),
+            f"  facts      {self.facts_added} created, {self.facts_updated} updated",
+            f"  vectors    {self.fact_vectors} facts, {self.message_vectors} messages",
+            f"  rate       {self.rate:,.0f} messages/s (until everything was processed)",
+        ]
+        if self.extract_errors:
+            lines.append(f"  warning    {self.extract_errors} extraction calls failed (logged)")
+        if self.dropped:
+            lines.append(f"  warning    {self.dropped} messages dropped by the queue (replayed)")
+        if not self.settled:
+            lines.append(
+                "  note       some accepted messages were not processed yet; they are kept "
+                "and finished by the next `guildlore import` or `guildlore run`"
+            )
+        return "\n".join(lines)
+
+
+class StopSignal:
+    """First Ctrl-C/SIGTERM: stop reading, finish what was accepted. Second: stop now."""
+
+    def __init__(self) -> None:
+        self.requested = asyncio.Event()
+        self.forced = False
+        self.on_request: Any = None
+
+    def trigger(self) -> None:
+        if self.requested.is_set():
+            self.forced = True
+            if self.on_request is not None:
+                self.on_request(True)
+            return
+        self.requested.set()
+        if self.on_request is not None:
+            self.on_request(False)
+
+    @contextlib.contextmanager
+    def installed(self, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+        sigs = (signal.SIGINT, signal.SIGTERM)
+        added: list[signal.Signals] = []
+        for sig in sigs:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self.trigger)
+                added.append(sig)
+        try:
+            yield
+        finally:
+            for sig in added:
+                loop.remove_signal_handler(sig)
+
+
+def _take(
+    it: Iterator[ImportRecord], n: int
+) -> tuple[list[ImportRecord], BaseException | None, bool]:
+    """Up to ``n`` records (run in a thread); a read error after some records keeps them."""
+    from memory.errors import ImportFormatError
+
+    out: list[ImportRecord] = []
+    try:
+        for _ in range(n):
+            out.append(next(it))
+    except StopIteration:
+        return out, None, True
+    except (ImportFormatError, OSError) as exc:
+        return out, exc, True
+    return out, None, False
+
+
+async def import_files(
+    memory: Memory,
+    paths: Sequence[Path],
+    *,
+    default_guild_id: str | None = None,
+    progress: Progress | None = None,
+    stop: StopSignal | None = None,
+    settle_timeout: float | None = None,
+) -> ImportReport:
+    """Import ``paths`` into ``memory`` and wait until it is processed (see module doc)."""
+    from memory.errors import ImportFormatError
+    from memory.importer import ImportStats, iter_export, read_header
+
+    started = time.monotonic()
+    before = memory.counters()
+    vectors_before = (memory.embeddings.stats.fact_vectors, memory.embeddings.stats.message_vectors)
+    report = ImportReport(stats=ImportStats())
+    stop = stop or StopSignal()
+    done_bytes = 0
+    read_messages = 0
+
+    def show(position: int, note: str | None = None, force: bool = False) -> None:
+        if progress is not None:
+            progress.update(done_bytes + position, read_messages, note, force=force)
+
+    for path in paths:
+        if stop.requested.is_set():
+            break
+        file_stats = ImportStats()
+        try:
+            size = path.stat().st_size
+            header = read_header(path)
+        except (ImportFormatError, OSError) as exc:
+            report.errors.append(_error_text(exc, path))
+            if progress is not None:
+                progress.message(f"error: {_error_text(exc, path)}")
+            continue
+        if header.guild_id and header.channel_id and header.guild_id != "0":
+            await memory.set_names(
+                header.guild_id,
+                guild_name=header.guild_name or None,
+                channels={header.channel_id: header.channel_name} if header.channel_name else None,
+            )
+        members: dict[str, dict[str, str]] = {}
+        it = iter_export(path, default_guild_id=default_guild_id)
+        position = 0
+        try:
+            while not stop.requested.is_set():
+                records, error, finished = await asyncio.to_thread(_take, it, CHUNK)
+                messages = []
+                for rec in records:
+                    file_stats.add(rec)
+                    if rec.message is not None:
+                        messages.append(rec.message)
+                        m = rec.message
+                        members.setdefault(m.guild_id or "", {})[m.author_id] = m.author_name
+                if records:
+                    position = records[-1].position
+                if messages:
+                    outcomes = await asyncio.gather(
+                        *(memory.ingest_message(m, backpressure=True) for m in messages)
+                    )
+                    for out in outcomes:
+                        if out.status == "queued":
+                            if out.reason == "resumed":
+                                report.resumed += 1
+                            else:
+                                report.new += 1
+                        elif out.status == "duplicate":
+                            report.already += 1
+                        else:
+                            report.rejected[(out.reason or "rejected")[:60]] += 1
+                    read_messages += len(messages)
+                show(position)
+                if error is not None:
+                    text = _error_text(error, path)
+                    report.errors.append(text)
+                    if progress is not None:
+                        progress.message(f"error: {text}")
+                    break
+                if finished:
+                    position = size
+                    break
+                await _wait_for_embeddings(memory, stop)
+        finally:
+            if hasattr(it, "close"):
+                await asyncio.to_thread(it.close)
+        file_stats.file_done(position)
+        report.stats.merge(file_stats)
+        done_bytes += position  # the whole size unless stopped or broken part-way
+        for gid, names in members.items():
+            if gid and names:
+                await memory.set_names(gid, members=names)
+        show(0, force=True)
+
+    report.interrupted = stop.requested.is_set()
+    report.settled = await _settle(memory, stop, show, settle_timeout)
+    report.seconds = time.monotonic() - started
+    after = memory.counters()
+    for name, key in (
+        ("facts_added", "facts_added"),
+        ("facts_updated", "facts_updated"),
+        ("extract_errors", "extract_errors"),
+        ("dropped", "ingest_dropped"),
+    ):
+        setattr(report, name, int(after[key]) - int(before[key]))
+    stats = memory.embeddings.stats
+    report.fact_vectors = stats.fact_vectors - vectors_before[0]
+    report.message_vectors = stats.message_vectors - vectors_before[1]
+    return report
+
+
+async def _wait_for_embeddings(memory: Memory, stop: StopSignal) -> None:
+    # The engine has no "backlog below N" event; poll, but wake at once on Ctrl-C.
+    while memory.counters()["embedding_backlog"] > EMBED_BACKLOG_MAX:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.requested.wait(), timeout=0.05)
+        if stop.requested.is_set():
+            return
+
+
+async def _settle(memory: Memory, stop: StopSignal, show: Any, timeout: float | None) -> bool:
+    """Wait until every accepted message is processed and embedded (or a second Ctrl-C)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not stop.forced:
+        if await memory.settle(timeout=0.5):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        c = memory.counters()
+        queued = int(c["queue_depth"]) + int(c["queue_in_flight"])
+        show(0, f"finishing: {queued} to process, {c['embedding_backlog']} to embed")
+    return False
+
+
+def _error_text(exc: BaseException, path: Path) -> str:
+    text = str(exc)
+    return text if str(path) in text else f"{path}: {text}"
+
+
+@reports_errors
+def run(args: argparse.Namespace) -> int:
+    from memory.errors import InvalidInput
+    from memory.importer import iter_paths
+
+    settings = load_cli_settings(
+        args,
+        {"llm_extractor": args.extractor, "embedding_provider": args.embeddings},
+    )
+    try:
+        paths = list(iter_paths(args.paths))
+    except InvalidInput as exc:
+        raise CliError(f"guildlore import: {exc}", code=2) from exc
+    if args.guild is not None and not (args.guild.isascii() and args.guild.isdigit()):
+        raise CliError(f"guildlore import: --guild must be a Discord id, got {args.guild!r}", 2)
+    return asyncio.run(_main(args, settings, paths))
+
+
+async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> int:
+    total = sum(p.stat().st_size for p in paths)
+    progress = Progress(total)
+    stop = StopSignal()
+
+    def announce(forced: bool) -> None:
+        if forced:
+            progress.message(
+                "interrupted again: stopping now; unprocessed messages are kept for the next run"
+            )
+        else:
+            progress.message(
+                "interrupted: finishing the messages already accepted "
+                "(Ctrl-C again to stop at once)"
+            )
+
+    stop.on_request = announce
+    extraction = (
+        "LLM (--extractor rules for a faster offline import)"
+        if settings.use_llm_extractor
+        else "offline rules"
+    )
+    print(
+        f"guildlore import: {len(paths)} file{'s' if len(paths) != 1 else ''} "
+        f"({total / 1e6:.1f} MB) into {describe_paths(settings)}; "
+        f"extraction: {extraction}; embeddings: {settings.embedding_provider}",
+        file=sys.stderr,
+    )
+    loop = asyncio.get_running_loop()
+    with stop.installed(loop):
+        async with open_memory(settings, ingest=True, drain_timeout=0.1) as memory:
+            report = await import_files(
+                memory, paths, default_guild_id=args.guild, progress=progress, stop=stop
+            )
+            progress.finish("" if report.settled else "not finished")
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        print(report.summary())
+    for err in report.errors:
+        print(f"guildlore import: error: {err}", file=sys.stderr)
+    if report.errors:
+        print(
+            "guildlore import: what was read before each error is imported; fix or re-export "
+            "the file and run the same import again (imported messages are skipped)",
+            file=sys.stderr,
+        )
+    if report.interrupted:
+        print(
+            "guildlore import: interrupted; run the same command again to continue",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    return 1 if report.errors else 0

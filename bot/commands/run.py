@@ -1,0 +1,40 @@
+"""``guildlore run``: the Discord bot with its dashboard and scheduled jobs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="TOML settings file (default: GUILDLORE_CONFIG; see docs/discord-setup.md)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from bot import runtime
+    from bot.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings(config_file=args.config, overrides={"data_dir": args.data_dir})
+    except SettingsError as exc:
+        print(exc.report(), file=sys.stderr)
+        return 2
+    fake = os.environ.get(runtime.FAKE_GATEWAY_ENV, "").strip() in ("1", "true", "yes")
+    if not fake and not settings.discord_token:
+        print(runtime.NO_TOKEN_MESSAGE, file=sys.stderr)
+        return 2
+    from memory.errors import MemoryError_
+
+    try:
+        return asyncio.run(runtime.main(settings, fake_gateway=fake))
+    except MemoryError_ as exc:  # the engine refused to start (storage, embedding model …)
+        print(f"guildlore run: {exc}", file=sys.stderr)
+        return 1
