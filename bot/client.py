@@ -1,0 +1,154 @@
+"""The ``commands.Bot`` subclass: holds the shared services, loads one cog per feature."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import discord
+from discord.ext import commands
+
+from bot.settings import ReplyConfig
+from memory.llm import ChatModel
+from memory.service import Memory
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXTENSIONS: tuple[str, ...] = (
+    "bot.cogs.listener",
+    "bot.cogs.replies",
+    "bot.cogs.memory_commands",
+)
+
+# Model output must never ping @everyone, @here or roles; user pings only where
+# a call site opts in (the replied-to member).
+SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=True)
+
+
+def make_intents(message_content: bool = True) -> discord.Intents:
+    """Guilds, guild messages (incl. threads, forum posts, voice text chat), voice states.
+
+    Members and presences are not needed: slash commands carry the member, and
+    messages carry their author.
+    """
+    intents = discord.Intents.none()
+    intents.guilds = True
+    intents.guild_messages = True
+    intents.voice_states = True
+    intents.message_content = message_content
+    return intents
+
+
+class GuildloreBot(commands.Bot):
+    def __init__(
+        self,
+        *,
+        memory: Memory,
+        chat: ChatModel | None = None,
+        reply_config: ReplyConfig | None = None,
+        intents: discord.Intents | None = None,
+        extensions: Sequence[str] = DEFAULT_EXTENSIONS,
+        sync_commands: bool = False,
+        sync_state_file: Path | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(
+            command_prefix=commands.when_mentioned,
+            intents=intents if intents is not None else make_intents(),
+            allowed_mentions=SAFE_MENTIONS,
+            help_command=None,
+            **options,
+        )
+        self.memory = memory
+        self.chat = chat
+        self.reply_config = reply_config or ReplyConfig()
+        self.initial_extensions = tuple(extensions)
+        self.sync_commands = sync_commands
+        self.sync_state_file = sync_state_file
+        # Cleared when shutdown begins: cogs stop taking new work.
+        self.accepting = True
+        self._work: set[asyncio.Task[Any]] = set()
+
+    async def setup_hook(self) -> None:
+        for ext in self.initial_extensions:
+            await self.load_extension(ext)
+
+    async def on_ready(self) -> None:
+        assert self.user is not None
+        log.info("logged in as %s (%s) in %d guilds", self.user, self.user.id, len(self.guilds))
+        if self.sync_commands:
+            self.sync_commands = False  # once per process; reconnects fire on_ready again
+            await self._sync_if_changed()
+        for guild in self.guilds:
+            await self.record_guild_names(guild)
+
+    async def on_guild_join(self, guild: discord.Guild) -> None:
+        log.info("joined guild %s (%s)", guild.name, guild.id)
+        await self.record_guild_names(guild)
+
+    async def record_guild_names(self, guild: discord.Guild) -> None:
+        """Guild and channel names for the dashboard and MEMORY.md."""
+        channels = {
+            str(c.id): c.name for c in guild.channels if not isinstance(c, discord.CategoryChannel)
+        }
+        try:
+            await self.memory.set_names(str(guild.id), guild_name=guild.name, channels=channels)
+        except Exception:  # names are cosmetic; never let them stop the bot
+            log.exception("could not record names of guild %s", guild.id)
+
+    async def on_message(self, message: discord.Message) -> None:
+        # No prefix commands: the cogs' listeners handle messages, and slash
+        # commands arrive as interactions.
+        return None
+
+    def track(self, coro: Any, *, name: str) -> asyncio.Task[Any]:
+        """Run background work the shutdown waits for (replies in progress)."""
+        task = asyncio.create_task(coro, name=name)
+        self._work.add(task)
+        task.add_done_callback(self._work.discard)
+        return task
+
+    async def quiesce(self, timeout: float) -> bool:
+        """Stop taking work and wait for work in progress; False if some is still running."""
+        self.accepting = False
+        pending = [t for t in self._work if not t.done()]
+        if not pending:
+            return True
+        _, still = await asyncio.wait(pending, timeout=max(0.1, timeout))
+        return not still
+
+    # -- slash-command publishing ------------------------------------------------------------
+    def command_fingerprint(self) -> str:
+        payload = [cmd.to_dict(self.tree) for cmd in self.tree.get_commands()]
+        # Another application (a new token) must sync even if the commands match.
+        blob = json.dumps([self.application_id, payload], sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+    async def _sync_if_changed(self) -> None:
+        """Publish slash commands only when they changed (global sync is rate-limited)."""
+        fingerprint = self.command_fingerprint()
+        state = self.sync_state_file
+        if state is not None:
+            try:
+                if state.read_text(encoding="utf-8").strip() == fingerprint:
+                    log.info("slash commands unchanged since the last sync")
+                    return
+            except OSError:
+                pass
+        try:
+            synced = await self.tree.sync()
+        except discord.HTTPException as exc:
+            log.warning("could not publish slash commands: %s", exc)
+            return
+        log.info("published %d slash commands (may take a minute to appear)", len(synced))
+        if state is not None:
+            try:
+                state.parent.mkdir(parents=True, exist_ok=True)
+                state.write_text(fingerprint + "\n", encoding="utf-8")
+            except OSError as exc:
+                log.warning("could not record the slash-command sync: %s", exc)

@@ -1,0 +1,465 @@
+"""``/memory …`` for members and ``/memory-admin …`` for moderators (Manage Server).
+
+The command bodies are plain async functions of (memory, guild, channel,
+member, …) returning an ``Answer``; the slash-command handlers only adapt
+interactions to them. That keeps them testable with real discord.py objects
+(dpytest does not dispatch app commands) and keeps the cog thin.
+
+Privacy (SPEC §9): answers show memory only from channels the asking member can
+read, and answers about people are ephemeral.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.client import GuildloreBot
+from bot.convert import visible_channel_ids
+from memory.errors import InvalidInput
+from memory.guild_settings import SETTINGS
+from memory.models import LORE_SUBJECT, Fact, Hit, Trace
+from memory.service import Memory
+
+log = logging.getLogger(__name__)
+
+ANSWER_LIMIT = 1900
+ABOUT_LIMIT = 15
+NO_PINGS = discord.AllowedMentions.none()
+
+
+@dataclass
+class Answer:
+    text: str
+    ephemeral: bool = True
+    view: discord.ui.View | None = None
+
+
+def _clip(text: str, limit: int = ANSWER_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _lines(head: str, lines: list[str], tail: str = "") -> str:
+    out = head
+    for line in lines:
+        if len(out) + len(line) + len(tail) + 2 > ANSWER_LIMIT:
+            out += "\n…"
+            break
+        out += "\n" + line
+    return out + (("\n" + tail) if tail else "")
+
+
+def is_operator(member: discord.Member) -> bool:
+    return bool(member.guild_permissions.manage_guild)
+
+
+async def _names(memory: Memory, guild: discord.Guild) -> dict[str, str]:
+    names = {str(m["user_id"]): str(m["display_name"]) for m in await memory.members(str(guild.id))}
+    for m in guild.members:
+        names[str(m.id)] = m.display_name
+    names[LORE_SUBJECT] = "server lore"
+    return names
+
+
+def _fact_line(text: str, confidence: float, date: str, evidence: str | None) -> str:
+    line = f"• {text} — conf {confidence:.2f}, {date[:10]}"
+    if evidence:
+        ev = " ".join(evidence.split())
+        line += f', evidence: "{ev[:120]}"'
+    return line
+
+
+# -- command bodies ----------------------------------------------------------------------------
+
+
+async def search_memory(
+    memory: Memory,
+    guild: discord.Guild,
+    channel: Any,
+    member: discord.Member,
+    query: str,
+    scope: str = "facts",
+) -> Answer:
+    query = " ".join(query.split())[:300]
+    if len(query) < 2:
+        return Answer("Give me something to search for.")
+    visible = visible_channel_ids(guild, member)
+    hits: list[Hit] = await memory.search(
+        str(guild.id),
+        query,
+        channel_id=str(channel.id),
+        limit=10,
+        scope=scope,  # type: ignore[arg-type]
+        visible_channels=visible,
+    )
+    if not hits:
+        return Answer(f"Nothing in memory matches “{query}”.")
+    names = await _names(memory, guild)
+    lines = []
+    for h in hits:
+        who = names.get(h.subject, "someone")
+        if h.kind == "fact":
+            lines.append(
+                f"{_fact_line(h.text, h.confidence, h.created_at, h.evidence_text)} ({who})"
+            )
+        else:
+            where = f"<#{h.channel_id}>" if h.channel_id else ""
+            lines.append(f"• {h.created_at[:10]} {where} {h.author_name or who}: {h.text[:200]}")
+    return Answer(_lines(f"**Memory matching “{query}”:**", lines))
+
+
+async def about_member(
+    memory: Memory, guild: discord.Guild, asker: discord.Member, target: discord.abc.User
+) -> Answer:
+    visible = visible_channel_ids(guild, asker)
+    facts = await memory.list_facts(str(guild.id), subject=str(target.id), limit=200)
+    shown = [f for f in facts if f.channel_id is None or f.channel_id in visible]
+    name = getattr(target, "display_name", None) or target.name
+    if not shown:
+        return Answer(f"I don't remember anything about {name} that you can see.")
+    shown = shown[:ABOUT_LIMIT]
+    lines = [_fact_line(f.fact, f.confidence, f.updated_at, f.evidence_text) for f in shown]
+    return Answer(_lines(f"**What I remember about {name}:**", lines))
+
+
+async def remember_lore(
+    memory: Memory, guild: discord.Guild, channel: Any, member: discord.Member, text: str
+) -> Answer:
+    fact = await memory.remember_line(
+        str(guild.id),
+        text,
+        source_text=text,
+        channel_id=str(channel.id),
+        actor=f"user:{member.id}",
+    )
+    if fact is None:
+        return Answer(
+            "I can't store that as server lore: it must be at least 4 characters and "
+            "can't look like an instruction or contain secrets."
+        )
+    return Answer(f"Noted as server lore: {fact.fact}", ephemeral=False)
+
+
+async def forget_user(memory: Memory, guild: discord.Guild, user_id: int, actor: str) -> str:
+    report = await memory.forget(str(guild.id), str(user_id), actor=actor)
+    return (
+        f"Done. Erased {report.facts} facts, {report.messages} messages, "
+        f"{report.traces} traces and {report.journal_lines} journal lines from this server's "
+        "memory. Messages sent from now on will be remembered again."
+    )
+
+
+def _trace_line(t: Trace) -> str:
+    text = " ".join(t.content.split())[:150]
+    if t.action != "retrieved":
+        return f"• {t.action}: {text}"
+    parts = t.score_parts or {}
+    bits = []
+    for key in ("semantic", "lexical", "confidence", "recency", "channel"):
+        value = parts.get(key)
+        if isinstance(value, int | float):
+            bits.append(f"{key[:4]} {value:.2f}")
+    score = f"{t.score:.2f}" if t.score is not None else "?"
+    return f"• {text} — score {score} ({', '.join(bits)})"
+
+
+async def why_last_reply(
+    memory: Memory, guild: discord.Guild, channel: Any, member: discord.Member
+) -> Answer:
+    gid = str(guild.id)
+    message_id = await memory.last_traced_message(gid, str(channel.id))
+    if message_id is None:
+        return Answer("I haven't used or written any memory for a reply in this channel.")
+    traces = await memory.traces_for_message(gid, message_id)
+    visible = visible_channel_ids(guild, member)
+    shown: list[Trace] = []
+    hidden = 0
+    for t in traces:
+        if await _trace_visible(memory, gid, t, visible):
+            shown.append(t)
+        else:
+            hidden += 1
+    link = f"https://discord.com/channels/{gid}/{channel.id}/{message_id}"
+    retrieved = [_trace_line(t) for t in shown if t.action == "retrieved"]
+    written = [_trace_line(t) for t in shown if t.action != "retrieved"]
+    lines = []
+    if retrieved:
+        lines.append(f"__Used ({len(retrieved)}):__")
+        lines.extend(retrieved)
+    if written:
+        lines.append(f"__Stored or updated ({len(written)}):__")
+        lines.extend(written)
+    if not lines:
+        lines.append("(nothing you can see)")
+    tail = f"({hidden} more from channels you can't read)" if hidden else ""
+    return Answer(_lines(f"**Memory behind my last reply here** ({link}):", lines, tail))
+
+
+async def _trace_visible(memory: Memory, gid: str, t: Trace, visible: set[str]) -> bool:
+    if t.fact_id is not None:
+        fact: Fact | None = await memory.get_fact(gid, t.fact_id)
+        return fact is None or fact.channel_id is None or fact.channel_id in visible
+    ref = (t.score_parts or {}).get("ref")
+    if isinstance(ref, str):
+        msg = await memory.get_message(gid, ref)
+        return msg is None or msg.channel_id in visible
+    return True
+
+
+async def change_setting(
+    memory: Memory,
+    guild: discord.Guild,
+    member: discord.Member,
+    key: str | None,
+    value: str | None,
+) -> Answer:
+    if not is_operator(member):
+        return Answer("Only members with the Manage Server permission can change settings.")
+    gid = str(guild.id)
+    if key is not None and value is not None:
+        # "default" clears the guild's value (Discord cannot send an empty option).
+        stored = None if value.strip().lower() in ("default", "reset") else value
+        try:
+            await memory.set_guild_setting(gid, key, stored, actor=f"user:{member.id}")
+        except InvalidInput as exc:
+            return Answer(f"Not changed: {exc}")
+    current = await memory.guild_settings(gid)
+    lines = []
+    for spec in SETTINGS:
+        v = getattr(current, spec.key, None)
+        if isinstance(v, frozenset):
+            v = ", ".join(sorted(v)) or "(none)"
+        lines.append(f"• `{spec.key}` = {v if v is not None else '(default)'} — {spec.help}")
+    head = "**Memory settings for this server:**"
+    if key is not None and value is not None:
+        head = f"Set `{key}`. " + head
+    return Answer(_lines(head, lines))
+
+
+# -- confirmation ----------------------------------------------------------------------------
+
+
+class ConfirmView(discord.ui.View):
+    """Two buttons for the member who asked; the action runs at most once."""
+
+    def __init__(
+        self,
+        owner_id: int,
+        action: Callable[[], Awaitable[str]],
+        *,
+        confirm_label: str,
+        timeout: float = 60.0,
+    ) -> None:
+        super().__init__(timeout=timeout)
+        self.owner_id = owner_id
+        self.action = action
+        self.done = False
+        self.confirm.label = confirm_label
+        # Set by the command once the prompt is shown, so a timeout can update it.
+        self.interaction: discord.Interaction | None = None
+
+    async def on_timeout(self) -> None:
+        if self.done or self.interaction is None:
+            return
+        self.done = True
+        try:
+            await self.interaction.edit_original_response(
+                content="Timed out; nothing was erased.", view=None
+            )
+        except discord.HTTPException:
+            pass
+
+    async def interaction_check(self, interaction: discord.Interaction) -> bool:
+        if interaction.user.id != self.owner_id:
+            await interaction.response.send_message("This isn't your button.", ephemeral=True)
+            return False
+        return True
+
+    @discord.ui.button(label="Confirm", style=discord.ButtonStyle.danger)
+    async def confirm(
+        self, interaction: discord.Interaction, button: discord.ui.Button[Any]
+    ) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.stop()
+        await interaction.response.edit_message(content="Working on it…", view=None)
+        try:
+            text = await self.action()
+        except Exception:
+            log.exception("confirmed action failed")
+            text = "Sorry, that failed. Nothing was changed that I know of; please try again."
+        await interaction.edit_original_response(content=text)
+
+    @discord.ui.button(label="Cancel", style=discord.ButtonStyle.secondary)
+    async def cancel(
+        self, interaction: discord.Interaction, button: discord.ui.Button[Any]
+    ) -> None:
+        self.done = True
+        self.stop()
+        await interaction.response.edit_message(content="Cancelled; nothing was erased.", view=None)
+
+
+def forget_me_prompt(memory: Memory, guild: discord.Guild, member: discord.Member) -> Answer:
+    async def action() -> str:
+        return await forget_user(memory, guild, member.id, actor=f"user:{member.id}")
+
+    view = ConfirmView(member.id, action, confirm_label="Forget everything about me")
+    return Answer(
+        "This erases everything this server's memory holds about you: facts, your messages, "
+        "traces and journal lines. It cannot be undone. Continue?",
+        view=view,
+    )
+
+
+def forget_member_prompt(
+    memory: Memory, guild: discord.Guild, operator: discord.Member, target: discord.abc.User
+) -> Answer:
+    if not is_operator(operator):
+        return Answer("Only members with the Manage Server permission can do that.")
+
+    async def action() -> str:
+        return await forget_user(memory, guild, target.id, actor=f"operator:{operator.id}")
+
+    view = ConfirmView(operator.id, action, confirm_label=f"Forget {target.name}")
+    return Answer(
+        f"This erases everything this server's memory holds about **{target.name}**. "
+        "It cannot be undone. Continue?",
+        view=view,
+    )
+
+
+# -- the cog ---------------------------------------------------------------------------------
+
+
+SCOPES = [app_commands.Choice(name=n, value=n) for n in ("facts", "messages", "all")]
+SETTING_KEYS = [app_commands.Choice(name=s.key, value=s.key) for s in SETTINGS]
+
+
+class MemoryCommands(commands.Cog):
+    memory_group = app_commands.Group(
+        name="memory",
+        description="What guildlore remembers about this server",
+        guild_only=True,
+    )
+    admin_group = app_commands.Group(
+        name="memory-admin",
+        description="Moderate guildlore's memory (Manage Server)",
+        guild_only=True,
+        default_permissions=discord.Permissions(manage_guild=True),
+    )
+
+    def __init__(self, bot: GuildloreBot) -> None:
+        self.bot = bot
+
+    @property
+    def memory(self) -> Memory:
+        return self.bot.memory
+
+    async def _send(self, interaction: discord.Interaction, answer: Answer) -> None:
+        kwargs: dict[str, Any] = {
+            "ephemeral": answer.ephemeral,
+            "allowed_mentions": NO_PINGS,
+        }
+        if answer.view is not None:
+            kwargs["view"] = answer.view
+            if isinstance(answer.view, ConfirmView):
+                answer.view.interaction = interaction
+        text = _clip(answer.text)
+        if interaction.response.is_done():
+            await interaction.followup.send(text, **kwargs)
+        else:
+            await interaction.response.send_message(text, **kwargs)
+
+    @staticmethod
+    def _where(interaction: discord.Interaction) -> tuple[discord.Guild, Any, discord.Member]:
+        guild, member = interaction.guild, interaction.user
+        if guild is None or not isinstance(member, discord.Member):
+            raise app_commands.NoPrivateMessage()
+        return guild, interaction.channel, member
+
+    @memory_group.command(name="search", description="Search this server's memory")
+    @app_commands.describe(query="What to look for", scope="Facts, past messages, or both")
+    @app_commands.choices(scope=SCOPES)
+    async def search(
+        self,
+        interaction: discord.Interaction,
+        query: str,
+        scope: app_commands.Choice[str] | None = None,
+    ) -> None:
+        guild, channel, member = self._where(interaction)
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        answer = await search_memory(
+            self.memory, guild, channel, member, query, scope.value if scope else "facts"
+        )
+        await self._send(interaction, answer)
+
+    @memory_group.command(name="about", description="What I remember about a member")
+    async def about(self, interaction: discord.Interaction, member: discord.Member) -> None:
+        guild, _, asker = self._where(interaction)
+        await self._send(interaction, await about_member(self.memory, guild, asker, member))
+
+    @memory_group.command(name="remember", description="Add a line of server lore")
+    @app_commands.describe(text="Something about this server worth remembering")
+    async def remember(self, interaction: discord.Interaction, text: str) -> None:
+        guild, channel, member = self._where(interaction)
+        await self._send(
+            interaction, await remember_lore(self.memory, guild, channel, member, text)
+        )
+
+    @memory_group.command(name="forget-me", description="Erase everything remembered about you")
+    async def forget_me(self, interaction: discord.Interaction) -> None:
+        guild, _, member = self._where(interaction)
+        await self._send(interaction, forget_me_prompt(self.memory, guild, member))
+
+    @memory_group.command(name="why", description="The memory behind my last reply here")
+    async def why(self, interaction: discord.Interaction) -> None:
+        guild, channel, member = self._where(interaction)
+        await self._send(interaction, await why_last_reply(self.memory, guild, channel, member))
+
+    @admin_group.command(name="forget-member", description="Erase everything about a member")
+    async def forget_member(self, interaction: discord.Interaction, member: discord.Member) -> None:
+        guild, _, operator = self._where(interaction)
+        await self._send(interaction, forget_member_prompt(self.memory, guild, operator, member))
+
+    @admin_group.command(name="setting", description="Show or change a memory setting")
+    @app_commands.choices(key=SETTING_KEYS)
+    @app_commands.describe(key="Setting to change", value="New value (blank: show settings)")
+    async def setting(
+        self,
+        interaction: discord.Interaction,
+        key: app_commands.Choice[str] | None = None,
+        value: str | None = None,
+    ) -> None:
+        guild, _, member = self._where(interaction)
+        answer = await change_setting(self.memory, guild, member, key.value if key else None, value)
+        await self._send(interaction, answer)
+
+    async def cog_app_command_error(
+        self, interaction: discord.Interaction, error: app_commands.AppCommandError
+    ) -> None:
+        log.warning(
+            "/%s failed: %s",
+            interaction.command.qualified_name if interaction.command else "?",
+            error,
+        )
+        text = (
+            "This command only works in a server."
+            if isinstance(error, app_commands.NoPrivateMessage)
+            else "Sorry, that command failed. Please try again."
+        )
+        try:
+            await self._send(interaction, Answer(text))
+        except discord.HTTPException:
+            pass
+
+
+async def setup(bot: commands.Bot) -> None:
+    assert isinstance(bot, GuildloreBot)
+    await bot.add_cog(MemoryCommands(bot))

@@ -1,0 +1,130 @@
+"""discord.py objects → memory models. Pure functions: no I/O, no awaits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import discord
+
+from memory.clock import iso
+from memory.models import IncomingMessage
+
+# Chat messages worth remembering; joins, pins, boosts and the like are not.
+INGESTED_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
+
+
+def author_name(user: discord.abc.User | Any) -> str:
+    """The name people see: server nickname, then global display name, then username."""
+    name = getattr(user, "display_name", None) or getattr(user, "name", None) or str(user.id)
+    return str(name)[:100]
+
+
+def message_text(message: discord.Message) -> str:
+    """What the message says, with mentions shown as names (``@Alice``, ``#general``)."""
+    text = message.clean_content if message.content else ""
+    return text.strip()
+
+
+def to_incoming(message: discord.Message) -> IncomingMessage:
+    """A guild message as the engine's ``IncomingMessage`` (the caller checks guards first).
+
+    Threads, forum posts and voice-channel text chat all keep their own channel
+    id, so visibility checks see the place where the words were written.
+    """
+    ref = message.reference
+    reply_to = str(ref.message_id) if ref is not None and ref.message_id is not None else None
+    return IncomingMessage(
+        id=str(message.id),
+        guild_id=str(message.guild.id) if message.guild is not None else None,
+        channel_id=str(message.channel.id),
+        author_id=str(message.author.id),
+        author_name=author_name(message.author),
+        content=message_text(message),
+        created_at=iso(message.created_at),
+        source="text",
+        is_bot=bool(message.author.bot or message.webhook_id is not None),
+        reply_to_id=reply_to,
+    )
+
+
+def channel_name(channel: Any) -> str:
+    name = getattr(channel, "name", None)
+    return str(name)[:100] if name else str(getattr(channel, "id", "?"))
+
+
+def names_of(message: discord.Message) -> tuple[str, str | None, dict[str, str], dict[str, str]]:
+    """(guild id, guild name, {channel id: name}, {member id: name}) seen in one message."""
+    guild = message.guild
+    assert guild is not None
+    return (
+        str(guild.id),
+        guild.name,
+        {str(message.channel.id): channel_name(message.channel)},
+        {str(message.author.id): author_name(message.author)},
+    )
+
+
+# -- visibility (SPEC §9): which channels' memory may be shown to whom ------------------------
+
+
+def _can_read(channel: Any, who: discord.Member | discord.Role) -> bool:
+    try:
+        return bool(channel.permissions_for(who).read_messages)
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
+def visible_channel_ids(guild: discord.Guild, who: discord.Member | discord.Role) -> set[str]:
+    """Ids of the channels and cached threads ``who`` can read.
+
+    Threads the bot no longer has cached (long archived) are left out: their
+    memory stays hidden rather than risk showing a private thread.
+    """
+    out: set[str] = set()
+    for ch in guild.channels:
+        if isinstance(ch, discord.CategoryChannel):
+            continue
+        if _can_read(ch, who):
+            out.add(str(ch.id))
+    for thread in guild.threads:
+        if thread.parent_id is None or str(thread.parent_id) not in out:
+            continue
+        if thread.is_private():
+            if not isinstance(who, discord.Member):
+                continue
+            member_ids = {m.id for m in thread.members}
+            if (
+                who.id not in member_ids
+                and who.id != thread.owner_id
+                and not _can_manage(thread, who)
+            ):
+                continue
+        out.add(str(thread.id))
+    return out
+
+
+def _can_manage(thread: discord.Thread, member: discord.Member) -> bool:
+    try:
+        return bool(thread.permissions_for(member).manage_threads)
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
+def is_public(channel: Any, guild: discord.Guild) -> bool:
+    """Whether everyone in the server can read ``channel`` (a reply there is public)."""
+    if isinstance(channel, discord.Thread) and channel.is_private():
+        return False
+    return _can_read(channel, guild.default_role)
+
+
+def reply_visibility(guild: discord.Guild, channel: Any, member: discord.Member) -> set[str]:
+    """Channels whose memory may appear in a reply to ``member`` posted in ``channel``.
+
+    A reply is read by the channel's audience, not only the asker: in a public
+    channel it may use only memory from channels everyone can read; elsewhere,
+    memory from channels the asker can read.
+    """
+    mine = visible_channel_ids(guild, member)
+    if is_public(channel, guild):
+        mine &= visible_channel_ids(guild, guild.default_role)
+    return mine

@@ -1,0 +1,152 @@
+"""APScheduler wiring for the periodic jobs; the work itself lives in memory/.
+
+* snapshot refresh every ``snapshot.interval_s`` (default 5 min);
+* embedding re-index every ``jobs.reindex_interval_min`` (vectors missing
+  after a crash or a model change);
+* the daily journal roll-over check, just after midnight in the configured
+  time zone: the journal folder must still be writable, and MEMORY.md is
+  regenerated so its highlights and source list move to the new day.
+
+The scheduler must be started inside the running loop; all jobs are
+coroutines (they run on the loop thread, next to aiosqlite and discord.py),
+with one instance at a time and missed runs coalesced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import tempfile
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from memory.service import Memory
+
+log = logging.getLogger(__name__)
+
+
+class Jobs:
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        timezone: str = "UTC",
+        snapshot_interval_s: float = 300.0,
+        reindex_interval_min: float = 60.0,
+    ) -> None:
+        self.memory = memory
+        self.timezone = timezone
+        self.snapshot_interval_s = snapshot_interval_s
+        self.reindex_interval_min = reindex_interval_min
+        self.scheduler: AsyncIOScheduler | None = None
+        self._running: set[asyncio.Task[Any]] = set()
+        self.runs: dict[str, int] = {}
+
+    def start(self) -> None:
+        """Schedule the jobs; call from inside the running event loop."""
+        sched = AsyncIOScheduler(timezone=self.timezone)
+        common: dict[str, Any] = {"max_instances": 1, "coalesce": True, "misfire_grace_time": 60}
+        # Not at start: the engine already renders the snapshot when it opens.
+        first = datetime.now(UTC) + timedelta(seconds=self.snapshot_interval_s)
+        sched.add_job(
+            self._wrap("snapshot", self.refresh_snapshot),
+            IntervalTrigger(seconds=self.snapshot_interval_s, start_date=first),
+            id="snapshot",
+            name="MEMORY.md refresh",
+            **common,
+        )
+        if self.reindex_interval_min > 0:
+            sched.add_job(
+                self._wrap("reindex", self.reindex),
+                IntervalTrigger(minutes=self.reindex_interval_min),
+                id="reindex",
+                name="embedding re-index",
+                **common,
+            )
+        sched.add_job(
+            self._wrap("journal_rollover", self.journal_rollover),
+            CronTrigger(hour=0, minute=0, second=30, timezone=self.timezone),
+            id="journal_rollover",
+            name="daily journal roll-over check",
+            **common,
+        )
+        sched.start()
+        self.scheduler = sched
+        log.info("scheduled jobs: %s", ", ".join(j.id for j in sched.get_jobs()))
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """No new runs; wait for running ones (a cut-off job would log a traceback)."""
+        sched = self.scheduler
+        if sched is None:
+            return
+        self.scheduler = None
+        sched.pause()
+        running = [t for t in self._running if not t.done()]
+        if running:
+            _, pending = await asyncio.wait(running, timeout=timeout)
+            for t in pending:
+                t.cancel()
+        sched.shutdown(wait=False)
+
+    def _wrap(self, name: str, job: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            task = asyncio.current_task()
+            if task is not None:
+                self._running.add(task)
+            try:
+                await job()
+                self.runs[name] = self.runs.get(name, 0) + 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("job %s failed", name)
+                with contextlib.suppress(Exception):
+                    await self.memory.log_action(
+                        "bot_error",
+                        f"job_error: {name}: {str(exc)[:200]}",
+                        detail={"job": name, "error": type(exc).__name__},
+                    )
+            finally:
+                if task is not None:
+                    self._running.discard(task)
+
+        run.__name__ = f"job_{name}"
+        return run
+
+    # -- job bodies (thin: the engine does the work) -------------------------------------------
+    async def refresh_snapshot(self) -> None:
+        await self.memory.snapshot.refresh_now()
+
+    async def reindex(self) -> None:
+        totals = await self.memory.reindex()
+        if any(totals.values()):
+            log.info("re-index embedded %s", totals)
+
+    async def journal_rollover(self) -> None:
+        folder = self.memory.config.journal_dir
+        problem = await asyncio.to_thread(_writable_problem, folder)
+        if problem is not None:
+            log.error("journal folder %s is not writable: %s", folder, problem)
+            await self.memory.log_action(
+                "bot_error",
+                f"memory_daily_log_write: journal folder not writable: {problem}",
+                detail={"error": "memory_daily_log_write", "path": str(folder)},
+            )
+        await self.memory.snapshot.refresh_now()
+
+
+def _writable_problem(folder: Any) -> str | None:
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".rollover-", delete=True):
+            pass
+    except OSError as exc:
+        return str(exc)
+    return None

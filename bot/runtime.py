@@ -1,0 +1,247 @@
+"""The composition root: one event loop, every lifecycle, in order.
+
+Start-up: settings (validated by the caller) → openai client → Memory →
+dashboard (``web.AppRunner`` on this loop) → scheduled jobs → ``bot.start``.
+Shutdown on SIGINT/SIGTERM, in this order (SPEC §7): stop intake (the bot
+stops taking messages and finishes replies in progress, then disconnects),
+drain the ingest queue, stop the jobs, close the dashboard, close the engine
+and its database. Anything accepted but not processed in time stays in the
+``messages`` inbox and is replayed at the next start, so nothing is lost.
+
+Test hook — ``GUILDLORE_FAKE_GATEWAY=1`` (test-only, never for production):
+instead of connecting to Discord the process reads JSON lines from stdin, one
+message each (``id``, ``guild_id``, ``channel_id``, ``author_id``,
+``author_name``, ``content``, optional ``created_at``), ingests them, and
+prints ``accepted <id> <status>`` per line. It prints
+``guildlore: fake gateway ready`` once it listens. No token is needed. The
+shutdown test drives a real ``guildlore run`` process this way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import discord
+
+from bot.client import GuildloreBot, make_intents
+from bot.jobs import Jobs
+from bot.settings import Settings
+from memory.clock import iso, system_clock
+from memory.llm import ChatModel, make_openai_client
+from memory.models import IncomingMessage
+from memory.service import Memory
+
+log = logging.getLogger(__name__)
+
+FAKE_GATEWAY_ENV = "GUILDLORE_FAKE_GATEWAY"
+FAKE_READY_LINE = "guildlore: fake gateway ready"
+QUIESCE_TIMEOUT_S = 15.0
+
+NO_TOKEN_MESSAGE = """\
+guildlore run: no Discord bot token. Set DISCORD_TOKEN in the environment:
+
+    export DISCORD_TOKEN='<your bot token>'
+    guildlore run
+
+Get a token at https://discord.com/developers/applications → your application →
+Bot → Reset Token (docs/discord-setup.md walks through creating the application,
+the intents to enable and the invite link). The token is read only from the
+environment, never from the config file.
+
+To try guildlore without Discord, run the offline demo:
+
+    guildlore demo"""
+
+PRIVILEGED_INTENTS_MESSAGE = """\
+guildlore run: Discord refused the connection because the Message Content intent
+is not enabled for this application. Enable it at
+https://discord.com/developers/applications → your application → Bot →
+Privileged Gateway Intents → Message Content Intent, then start again.
+(Or set discord.message_content = false to run without it; the bot will then
+only see messages that mention it.)"""
+
+LOGIN_FAILED_MESSAGE = """\
+guildlore run: Discord rejected the token in DISCORD_TOKEN. Copy a fresh one
+from the Developer Portal (Bot → Reset Token) and set it again."""
+
+DashboardStarter = Callable[[Memory, Settings], Awaitable[Any]]
+
+
+def _build_clients(settings: Settings) -> tuple[Any, ChatModel | None, Any]:
+    """(openai client or None, chat model or None, extractor or None for the rules)."""
+    llm = settings.llm_config()
+    if not llm.enabled:
+        return None, None, None
+    client = make_openai_client(llm)
+    chat = ChatModel(client, llm.chat_model, timeout_s=llm.timeout_s)
+    extractor = None
+    if settings.use_llm_extractor:
+        from memory.extract import LLMExtractor
+
+        extractor = LLMExtractor(client, llm.extract_model or llm.chat_model, llm.timeout_s)
+    return client, chat, extractor
+
+
+async def _start_dashboard(memory: Memory, settings: Settings) -> Any:
+    """The operator dashboard on this loop (``web.AppRunner``), or None when disabled."""
+    if not settings.dashboard_enabled:
+        return None
+    from dashboard.server import start_dashboard
+
+    return await start_dashboard(memory, settings.dashboard_config())
+
+
+async def main(
+    settings: Settings,
+    *,
+    fake_gateway: bool = False,
+    dashboard_starter: DashboardStarter | None = None,
+) -> int:
+    """Run until a signal (or the gateway ends); returns the process exit code."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    _install_signal_handlers(loop, stop)
+
+    client, chat, extractor = _build_clients(settings)
+    memory = await Memory.open(
+        settings.memory_config(),
+        extractor=extractor,
+        embedding_client=client,
+        env_embedding_model=settings.embedding_default_model,
+        clock=system_clock,
+    )
+    log.info(
+        "memory open: %s (journal %s); chat %s; extraction %s",
+        settings.resolved_db_path,
+        settings.resolved_journal_dir,
+        settings.llm_chat_model if chat else "off (no LLM configured)",
+        "LLM" if extractor is not None else "offline rules",
+    )
+    dashboard: Any = None
+    jobs: Jobs | None = None
+    code = 0
+    try:
+        try:
+            dashboard = await (dashboard_starter or _start_dashboard)(memory, settings)
+        except OSError as exc:  # port in use, address not available
+            print(
+                f"guildlore run: cannot serve the dashboard on {settings.dashboard_host}:"
+                f"{settings.dashboard_port}: {exc.strerror or exc}. Choose another "
+                "dashboard.port, or set dashboard.enabled = false.",
+                file=sys.stderr,
+            )
+            return 1
+        jobs = Jobs(
+            memory,
+            timezone=settings.timezone,
+            snapshot_interval_s=settings.snapshot_interval_s,
+            reindex_interval_min=settings.jobs_reindex_interval_min,
+        )
+        jobs.start()
+        bot = GuildloreBot(
+            memory=memory,
+            chat=chat,
+            reply_config=settings.reply_config(),
+            intents=make_intents(settings.discord_message_content),
+            sync_commands=settings.discord_sync_commands,
+            sync_state_file=settings.resolved_db_path.parent / "slash_commands.sha256",
+        )
+        async with bot:
+            if fake_gateway:
+                gateway = asyncio.create_task(_fake_gateway(memory, bot), name="fake-gateway")
+            else:
+                assert settings.discord_token, "checked by the run command"
+                gateway = asyncio.create_task(bot.start(settings.discord_token), name="gateway")
+            stopper = asyncio.create_task(stop.wait(), name="stop-signal")
+            await asyncio.wait({gateway, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if gateway.done():
+                code = _gateway_outcome(gateway)
+            log.info("shutting down: stopping intake")
+            if not await bot.quiesce(QUIESCE_TIMEOUT_S):
+                log.warning("some replies were still running at shutdown")
+            await bot.close()
+            if not gateway.done():
+                gateway.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await gateway
+    finally:
+        timeout = settings.ingest_drain_timeout_s
+        drained = await memory.drain(timeout)
+        log.info("ingest queue %s", "drained" if drained else "not drained (replayed next start)")
+        if jobs is not None:
+            await jobs.stop()
+        if dashboard is not None:
+            with contextlib.suppress(Exception):
+                await dashboard.cleanup()
+        await memory.close(drain_timeout=timeout)
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+        log.info("stopped")
+    return code
+
+
+def _gateway_outcome(task: asyncio.Task[Any]) -> int:
+    if task.cancelled():
+        return 0
+    exc = task.exception()
+    if exc is None:
+        return 0
+    if isinstance(exc, discord.PrivilegedIntentsRequired):
+        print(PRIVILEGED_INTENTS_MESSAGE, file=sys.stderr)
+    elif isinstance(exc, discord.LoginFailure):
+        print(LOGIN_FAILED_MESSAGE, file=sys.stderr)
+    else:
+        log.error("the Discord connection failed", exc_info=exc)
+    return 1
+
+
+def _install_signal_handlers(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    def on_signal(sig: signal.Signals) -> None:
+        if stop.is_set():
+            log.warning("%s again: already shutting down", sig.name)
+            return
+        log.info("%s received", sig.name)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # non-Unix, other threads
+            loop.add_signal_handler(sig, on_signal, sig)
+
+
+async def _fake_gateway(memory: Memory, bot: GuildloreBot) -> None:
+    """Test-only stand-in for Discord: JSON lines on stdin → ``ingest_message``."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    print(FAKE_READY_LINE, flush=True)
+    while bot.accepting:
+        line = await reader.readline()
+        if not line:
+            await asyncio.Event().wait()  # stdin closed: idle until the signal
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            msg = IncomingMessage(
+                id=str(data["id"]),
+                guild_id=str(data["guild_id"]),
+                channel_id=str(data["channel_id"]),
+                author_id=str(data["author_id"]),
+                author_name=str(data.get("author_name") or data["author_id"]),
+                content=str(data["content"]),
+                created_at=str(data.get("created_at") or iso(system_clock())),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            print(f"error {exc}", flush=True)
+            continue
+        outcome = await memory.ingest_message(msg)
+        print(f"accepted {outcome.message_id} {outcome.status}", flush=True)

@@ -1,0 +1,184 @@
+"""Pure parts of the bot (reply parsing, splitting, prompt sections), the jobs, the run command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import pytest
+
+from bot.cogs.replies import (
+    MalformedReply,
+    parse_reply,
+    render_lookup,
+    render_sections,
+    split_message,
+    strip_self_mention,
+)
+from bot.jobs import Jobs
+from memory.models import Hit, PromptSlice, ScoreParts
+
+
+def hit(text: str, *, kind: str = "fact", evidence: str | None = None, **kw: Any) -> Hit:
+    parts = ScoreParts(lexical=0.5, semantic=0.4, confidence=0.8, recency=0.9, channel=1.0)
+    base: dict[str, Any] = {
+        "kind": kind,
+        "id": "1",
+        "guild_id": "g",
+        "channel_id": "c",
+        "subject": "u",
+        "text": text,
+        "fact_type": "preference",
+        "evidence_text": evidence,
+        "source_message_id": None,
+        "confidence": 0.8,
+        "created_at": "2026-11-20T10:00:00.000Z",
+        "score": 0.6,
+        "parts": parts,
+    }
+    base.update(kw)
+    return Hit(**base)
+
+
+def test_parse_reply_json_fields() -> None:
+    r = parse_reply(
+        json.dumps({"text": " hi ", "memoryLine": "x y z w", "memoryLookupQuery": None})
+    )
+    assert (r.text, r.memory_line, r.lookup, r.structured) == ("hi", "x y z w", None, True)
+    long = parse_reply(json.dumps({"text": "", "memoryLookupQuery": "q" * 500}))
+    assert long.lookup == "q" * 220 and long.text == ""
+    fenced = parse_reply('Sure!\n```json\n{"text": "fenced"}\n```')
+    assert fenced.text == "fenced"
+
+
+def test_parse_reply_plain_text_and_salvage() -> None:
+    assert parse_reply("just words").text == "just words"
+    assert not parse_reply("just words").structured
+    assert parse_reply('{"text": "cut off here", "memoryLine": nu').text == "cut off here"
+    for bad in ("", "  ", '{"memoryLine": "x"}', '{"text": [1, 2'):
+        with pytest.raises(MalformedReply):
+            parse_reply(bad)
+
+
+def test_split_message() -> None:
+    assert split_message("short") == ["short"]
+    text = ("para one " * 150).strip() + "\n\n" + ("para two " * 150).strip()
+    chunks = split_message(text)
+    assert all(len(c) <= 2000 for c in chunks) and len(chunks) == 2
+    assert chunks[0].endswith("one") and chunks[1].startswith("para two")
+    unbroken = "x" * 4500
+    assert [len(c) for c in split_message(unbroken)] == [2000, 2000, 500]
+    capped = split_message("y" * 20000)
+    assert len(capped) == 4 and capped[-1].endswith("…") and len(capped[-1]) <= 2000
+
+
+def test_render_sections_with_provenance() -> None:
+    s = PromptSlice(
+        user_facts=(hit("Ana loves tea.", evidence='I love "green" tea'),),
+        relevant_facts=(),
+        relevant_messages=(hit("see you at 8", kind="message", author_name="Bo"),),
+    )
+    out = render_sections(s, {"c": "general"})
+    assert out.splitlines() == [
+        "Known facts about this user:",
+        '- Ana loves tea. (conf 0.80, 2026-11-20, evidence: "I love \\"green\\" tea")',
+        "",
+        "Relevant durable memory:",
+        "(none)",
+        "",
+        "Relevant past messages:",
+        '- (2026-11-20, #general) Bo: "see you at 8"',
+    ]
+    assert (
+        render_lookup("tea", [hit("Ana loves tea.")])
+        .splitlines()[1]
+        .startswith("[M1] Ana loves tea. (conf 0.80")
+    )
+    assert "no durable match" in render_lookup("tea", [])
+
+
+def test_strip_self_mention() -> None:
+    assert strip_self_mention("<@42> hi <@!42> there @Bot ok", ["Bot"], [42]) == "hi there ok"
+
+
+async def test_jobs_schedule_run_and_stop(make_memory: Any, tmp_path: Any) -> None:
+    memory = await make_memory(embeddings="none")
+    jobs = Jobs(memory, timezone="Europe/Berlin", snapshot_interval_s=300, reindex_interval_min=0)
+    jobs.start()
+    assert jobs.scheduler is not None
+    found = {j.id: j for j in jobs.scheduler.get_jobs()}
+    assert set(found) == {"snapshot", "journal_rollover"}  # re-index off at 0
+    assert str(found["journal_rollover"].trigger.timezone) == "Europe/Berlin"
+    assert found["snapshot"].trigger.interval.total_seconds() == 300
+
+    await found["journal_rollover"].func()
+    await found["snapshot"].func()
+    assert jobs.runs == {"journal_rollover": 1, "snapshot": 1}
+    assert memory.snapshot_path.exists()
+
+    async def boom() -> None:
+        raise RuntimeError("kaput")
+
+    await jobs._wrap("boom", boom)()  # logged, not raised
+    (entry,) = await memory.action_log(kind="bot_error")
+    assert entry.message.startswith("job_error: boom: kaput")
+    await jobs.stop()
+    assert jobs.scheduler is None
+
+
+def test_run_without_token_explains(capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.commands.run import run
+
+    code = run(argparse.Namespace(config=None, data_dir=None))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "DISCORD_TOKEN" in err and "export DISCORD_TOKEN=" in err
+    assert "guildlore demo" in err
+
+
+def test_run_reports_settings_problems(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bot.commands.run import run
+
+    monkeypatch.setenv("DISCORD_TOKEN", "x")
+    monkeypatch.setenv("GUILDLORE_REPLY_TEMPERATURE", "hot")
+    code = run(argparse.Namespace(config=None, data_dir=None))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "1 problem in the configuration" in err and "reply.temperature" in err
+
+
+async def test_missing_message_content_intent_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from bot.client import GuildloreBot, make_intents
+    from bot.cogs.listener import MESSAGE_CONTENT_WARNING
+
+    bot = GuildloreBot(memory=None, intents=make_intents(message_content=False))  # type: ignore[arg-type]
+    with caplog.at_level("WARNING"):
+        await bot.load_extension("bot.cogs.listener")
+    assert MESSAGE_CONTENT_WARNING in caplog.text
+    assert "Developer Portal" in MESSAGE_CONTENT_WARNING
+    await bot.close()
+
+
+async def test_gateway_errors_become_clear_messages(capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    import discord
+
+    from bot.runtime import _gateway_outcome
+
+    async def fail(exc: BaseException) -> None:
+        raise exc
+
+    for exc, needle in [
+        (discord.PrivilegedIntentsRequired(None), "Message Content Intent"),
+        (discord.LoginFailure("bad"), "rejected the token"),
+    ]:
+        task = asyncio.create_task(fail(exc))
+        await asyncio.wait({task})
+        assert _gateway_outcome(task) == 1
+        assert needle in capsys.readouterr().err
