@@ -72,7 +72,7 @@ def setting(
 
 
 class Settings(BaseModel):
-    """Everything the ``run`` process can be told. See docs/discord-setup.md."""
+    """Everything the ``run`` process can be told. See README.md."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 

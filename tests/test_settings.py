@@ -156,14 +156,14 @@ def test_docs_table_is_generated_from_the_declaration() -> None:
             sys.executable,
             str(ROOT / "scripts" / "settings_table.py"),
             "--check",
-            str(ROOT / "docs" / "discord-setup.md"),
+            str(ROOT / "README.md"),
         ],
         capture_output=True,
         text=True,
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    doc = (ROOT / "docs" / "discord-setup.md").read_text(encoding="utf-8")
+    doc = (ROOT / "README.md").read_text(encoding="utf-8")
     for info in declared():
         assert f"`{info.env[0]}`" in doc
     for needle in ("Message Content Intent", "applications.commands", "scope=bot+"):
