@@ -8,7 +8,7 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import discord
 from discord.ext import commands
@@ -17,13 +17,19 @@ from bot.settings import ReplyConfig
 from memory.llm import ChatModel
 from memory.service import Memory
 
+if TYPE_CHECKING:  # the voice stack loads only where it is used
+    from bot.voice.service import VoiceManager
+
 log = logging.getLogger(__name__)
 
 DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "bot.cogs.listener",
     "bot.cogs.replies",
     "bot.cogs.memory_commands",
+    "bot.cogs.voice",
 )
+
+NO_VOICE = "voice transcription is not configured"
 
 # Model output must never ping @everyone, @here or roles; user pings only where
 # a call site opts in (the replied-to member).
@@ -55,6 +61,8 @@ class GuildloreBot(commands.Bot):
         extensions: Sequence[str] = DEFAULT_EXTENSIONS,
         sync_commands: bool = False,
         sync_state_file: Path | None = None,
+        voice: VoiceManager | None = None,
+        voice_unavailable: str = NO_VOICE,
         **options: Any,
     ) -> None:
         super().__init__(
@@ -70,6 +78,9 @@ class GuildloreBot(commands.Bot):
         self.initial_extensions = tuple(extensions)
         self.sync_commands = sync_commands
         self.sync_state_file = sync_state_file
+        # None when voice is off; ``voice_unavailable`` then says why (shown by /voice join).
+        self.voice = voice
+        self.voice_unavailable = voice_unavailable
         # Cleared when shutdown begins: cogs stop taking new work.
         self.accepting = True
         self._work: set[asyncio.Task[Any]] = set()

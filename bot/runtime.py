@@ -26,7 +26,8 @@ import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import discord
 
@@ -37,6 +38,10 @@ from memory.clock import iso, system_clock
 from memory.llm import ChatModel, make_openai_client
 from memory.models import IncomingMessage
 from memory.service import Memory
+
+if TYPE_CHECKING:
+    from bot.voice.service import VoiceManager
+    from bot.voice.stt import Transcriber
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +94,68 @@ def _build_clients(settings: Settings) -> tuple[Any, ChatModel | None, Any]:
     return client, chat, extractor
 
 
+@dataclass
+class VoiceSetup:
+    """The voice manager (None: voice off, ``reason`` says why) and what to close at the end."""
+
+    manager: VoiceManager | None
+    reason: str = ""
+    transcriber: Any = None
+    owned_client: Any = None  # an openai client made only for transcription
+
+    async def aclose(self) -> None:
+        if self.manager is not None:  # normally already closed by the voice cog's unload
+            with contextlib.suppress(Exception):
+                await self.manager.close()
+        if self.transcriber is not None:
+            with contextlib.suppress(Exception):
+                await self.transcriber.aclose()
+        if self.owned_client is not None:
+            with contextlib.suppress(Exception):
+                await self.owned_client.close()
+
+
+def build_transcriber(settings: Settings, llm_client: Any) -> tuple[Transcriber | None, Any, str]:
+    """(transcriber, the openai client made for it or None, why there is none)."""
+    if settings.voice_stt == "local":
+        from bot.voice.stt import FasterWhisperTranscriber
+
+        stt = FasterWhisperTranscriber(
+            settings.voice_local_model_path, language=settings.voice_language or "en"
+        )
+        return stt, None, ""
+    from bot.voice.stt import OpenAITranscriber
+
+    cfg = settings.voice_stt_config()
+    if not cfg.enabled:
+        return (
+            None,
+            None,
+            "no speech-to-text is configured (set OPENAI_API_KEY or voice.stt_base_url, or "
+            'voice.stt = "local" with the local-stt extra)',
+        )
+    owned = None
+    client = llm_client
+    if settings.voice_stt_base_url or client is None:
+        client = owned = make_openai_client(cfg)
+    return OpenAITranscriber(client, settings.voice_stt_model, settings.voice_language), owned, ""
+
+
+def build_voice(settings: Settings, memory: Memory, llm_client: Any) -> VoiceSetup:
+    if not settings.voice_enabled:
+        return VoiceSetup(None, "voice transcription is turned off (voice.enabled = false)")
+    stt, owned, reason = build_transcriber(settings, llm_client)
+    if stt is None:
+        return VoiceSetup(None, reason)
+    from bot.voice.service import VoiceManager, memory_consent_store
+
+    load, save = memory_consent_store(memory)
+    manager = VoiceManager(
+        transcriber=stt, ingest=memory.ingest_message, load_opt_outs=load, save_opt_out=save
+    )
+    return VoiceSetup(manager, transcriber=stt, owned_client=owned)
+
+
 async def _start_dashboard(memory: Memory, settings: Settings) -> Any:
     """The operator dashboard on this loop (``web.AppRunner``), or None when disabled."""
     if not settings.dashboard_enabled:
@@ -126,8 +193,11 @@ async def main(
     )
     dashboard: Any = None
     jobs: Jobs | None = None
+    voice = VoiceSetup(None)
     code = 0
     try:
+        voice = build_voice(settings, memory, client)
+        log.info("voice: %s", voice.reason or f"{voice.transcriber.name}, on /voice join")
         try:
             dashboard = await (dashboard_starter or _start_dashboard)(memory, settings)
         except OSError as exc:  # port in use, address not available
@@ -152,6 +222,8 @@ async def main(
             intents=make_intents(settings.discord_message_content),
             sync_commands=settings.discord_sync_commands,
             sync_state_file=settings.resolved_db_path.parent / "slash_commands.sha256",
+            voice=voice.manager,
+            voice_unavailable=voice.reason or "voice transcription is not configured",
         )
         async with bot:
             if fake_gateway:
@@ -173,6 +245,9 @@ async def main(
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await gateway
     finally:
+        # bot.close() unloaded the voice cog, which closed the sessions; their
+        # last transcripts are in the ingest queue that is drained next.
+        await voice.aclose()
         timeout = settings.ingest_drain_timeout_s
         drained = await memory.drain(timeout)
         log.info("ingest queue %s", "drained" if drained else "not drained (replayed next start)")

