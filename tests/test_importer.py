@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from memory import importer
+from memory import import_parse, importer
 from memory.clock import normalise_iso
 from memory.errors import ImportFormatError, InvalidInput
 from memory.importer import ImportRecord, ImportStats, iter_export, iter_paths, read_header
@@ -164,8 +164,20 @@ def test_chunk_boundaries_do_not_change_results(
 ) -> None:
     # Tiny windows put chunk edges inside strings, numbers, escapes and
     # multi-byte UTF-8 sequences; the result must not change.
-    monkeypatch.setattr(importer, "READ_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(import_parse, "READ_CHUNK_BYTES", chunk)
     assert list(iter_export(REAL)) == real_records
+
+
+def test_small_read_chunks_are_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The test above only means something if the reader really reads in
+    # chunks of READ_CHUNK_BYTES (it once read 1 MiB whatever the setting).
+    monkeypatch.setattr(import_parse, "READ_CHUNK_BYTES", 7)
+    path = _dce(tmp_path / "s.json", [_msg(str(i), f"message {i}") for i in range(1, 30)])
+    with path.open("rb") as fh:
+        reader = import_parse.ExportReader(fh, path)
+        assert reader.peek() == "{"
+        assert len(reader.buf) <= 4 + 7
+    assert [r.message.content for r in iter_export(path) if r.message][-1] == "message 29"
 
 
 # --------------------------------------------------------------------------
@@ -446,7 +458,7 @@ NASTY = {
 def test_nasty_content_is_made_safe(
     tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(importer, "READ_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(import_parse, "READ_CHUNK_BYTES", chunk)
     messages = [_msg(str(i + 1), text) for i, text in enumerate(NASTY.values())]
     messages.append(_msg("90", "pair \ud83d\udc4d ok"))
     messages.append(_msg("91", "é" * 5000))
@@ -492,8 +504,8 @@ def test_large_message_object_across_many_chunks(tmp_path: Path) -> None:
 
 
 def test_oversized_value_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(importer, "MAX_VALUE_CHARS", 50_000)
-    monkeypatch.setattr(importer, "READ_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(import_parse, "MAX_VALUE_CHARS", 50_000)
+    monkeypatch.setattr(import_parse, "READ_CHUNK_BYTES", 4096)
     path = tmp_path / "huge.json"
     path.write_text('{"guild": {"id": "1"}, "junk": "' + "x" * 200_000 + '"}')
     with pytest.raises(ImportFormatError, match="larger than"):

@@ -3,8 +3,9 @@
 Every message goes through ``Memory.ingest_message`` — the live path — with
 ``source="import"`` and its original timestamp, so journals land on the days
 the messages were written. ``backpressure=True`` makes the reader wait for
-queue room instead of dropping, and the reader also waits when the embedding
-backlog grows, so memory stays bounded however large the file.
+queue room instead of dropping, and the reader also waits while too many
+accepted messages are unprocessed (queued or in a worker's hands) or unembedded,
+so memory stays bounded however large the file.
 
 Re-running an import is a no-op for messages already processed (ingest
 de-duplicates by id). Messages accepted but not processed when the run ended
@@ -50,8 +51,12 @@ if TYPE_CHECKING:
 # Records handed to the engine at once: enough for its group commit to batch
 # the inbox writes, small enough that Ctrl-C is answered at once.
 CHUNK = 256
-# The reader pauses while more than this many facts/messages wait for a vector.
+# The reader pauses while more than this many facts/messages wait for a vector,
 EMBED_BACKLOG_MAX = 2_000
+# or while more than this many accepted messages wait to be processed (queued
+# or taken by a worker). The queue's own capacity bounds only the first; this
+# keeps memory bounded whatever the engine holds in flight.
+PROCESS_BACKLOG_MAX = 2_048
 EXIT_INTERRUPTED = 130
 
 
@@ -104,6 +109,8 @@ class ImportReport:
     message_vectors: int = 0
     extract_errors: int = 0
     dropped: int = 0
+    # The whole process's high-water mark, set by the command (None in-process).
+    peak_rss_mib: float | None = None
 
     @property
     def rate(self) -> float:
@@ -127,6 +134,7 @@ class ImportReport:
             "settled": self.settled,
             "seconds": round(self.seconds, 3),
             "messages_per_s": round(self.rate, 1),
+            "peak_rss_mib": self.peak_rss_mib,
         }
 
     def summary(self) -> str:
@@ -148,6 +156,8 @@ class ImportReport:
             f"  vectors    {self.fact_vectors} facts, {self.message_vectors} messages",
             f"  rate       {self.rate:,.0f} messages/s (until everything was processed)",
         ]
+        if self.peak_rss_mib is not None:
+            lines.append(f"  memory     peak RSS {self.peak_rss_mib:,.0f} MiB")
         if self.extract_errors:
             lines.append(f"  warning    {self.extract_errors} extraction calls failed (logged)")
         if self.dropped:
@@ -293,7 +303,7 @@ async def import_files(
                 if finished:
                     position = size
                     break
-                await _wait_for_embeddings(memory, stop)
+                await _wait_for_backlog(memory, stop)
         finally:
             if hasattr(it, "close"):
                 await asyncio.to_thread(it.close)
@@ -322,11 +332,17 @@ async def import_files(
     return report
 
 
-async def _wait_for_embeddings(memory: Memory, stop: StopSignal) -> None:
+def _backlogged(memory: Memory) -> bool:
+    c = memory.counters()
+    unprocessed = int(c["queue_depth"]) + int(c["queue_in_flight"])
+    return unprocessed > PROCESS_BACKLOG_MAX or int(c["embedding_backlog"]) > EMBED_BACKLOG_MAX
+
+
+async def _wait_for_backlog(memory: Memory, stop: StopSignal) -> None:
     # The engine has no "backlog below N" event; poll, but wake at once on Ctrl-C.
-    while memory.counters()["embedding_backlog"] > EMBED_BACKLOG_MAX:
+    while _backlogged(memory):
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.requested.wait(), timeout=0.05)
+            await asyncio.wait_for(stop.requested.wait(), timeout=0.02)
         if stop.requested.is_set():
             return
 
@@ -343,6 +359,24 @@ async def _settle(memory: Memory, stop: StopSignal, show: Any, timeout: float | 
         queued = int(c["queue_depth"]) + int(c["queue_in_flight"])
         show(0, f"finishing: {queued} to process, {c['embedding_backlog']} to embed")
     return False
+
+
+def peak_rss_mib() -> float | None:
+    """This process's peak resident memory in MiB, or None where it cannot be read.
+
+    Linux's VmHWM belongs to this program alone; ``ru_maxrss`` is the fallback
+    (on Linux it may include the memory of the process that forked us).
+    """
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/self/status", encoding="ascii") as fh:
+            kib = next(int(ln.split()[1]) for ln in fh if ln.startswith("VmHWM:"))
+        return round(kib / 1024, 1)
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / 2**20 if sys.platform == "darwin" else peak / 1024, 1)
 
 
 def _error_text(exc: BaseException, path: Path) -> str:
@@ -403,6 +437,7 @@ async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> i
                 memory, paths, default_guild_id=args.guild, progress=progress, stop=stop
             )
             progress.finish("" if report.settled else "not finished")
+    report.peak_rss_mib = peak_rss_mib()
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     else:
