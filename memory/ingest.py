@@ -324,6 +324,9 @@ class IngestQueue:
             self.stats.processing_ms_total += (time.monotonic() - started) * 1000
             for job in batch:
                 job.written.set()
+                # Break the author chain: otherwise the newest job keeps every
+                # earlier job (and its message) of a busy author reachable.
+                job.prev = None
                 self._known.pop(job.msg.id, None)
                 if self._author_tail.get(job.author_key) is job:
                     del self._author_tail[job.author_key]
