@@ -518,7 +518,15 @@ async def test_lazy_backfill_is_capped_at_8_per_query(make_memory: Callable[...,
         )
         for i in range(20)
     ]
-    await mem.db.write(store.insert_messages, raw, now)  # stored, never embedded
+
+    def stored_never_embedded(con: Any) -> None:
+        store.insert_messages(con, raw, now)
+        # Marked processed in the same transaction: a row left 'pending' is
+        # picked up by the start-up replay, which would embed all 20 of them
+        # in the background and race the cap this test checks.
+        store.mark_messages(con, [m.id for m in raw], "done", now)
+
+    await mem.db.write(stored_never_embedded)
 
     async def counts() -> dict[str, dict[str, int]]:
         return dict(await mem.db.read(store_vectors.vector_counts))
