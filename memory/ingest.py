@@ -1,15 +1,31 @@
 """The durable inbox and its workers.
 
-``submit`` persists a message to ``messages`` (group commit: many concurrent
-submissions share one transaction) and only then enqueues a job. The queue is
-bounded and de-duplicating; on overflow the oldest queued job is dropped,
-resolved ``False``, logged, and its row stays ``dropped`` for replay.
+``submit`` persists a message to ``messages`` and only then enqueues a job.
+A live message is written at once on the database's fast path (no loop turn
+between the call and the acknowledgement); bulk submissions (``backpressure``)
+and anything arriving while a write is in progress share one transaction
+(group commit). The queue is bounded and de-duplicating; on overflow the
+oldest queued job is dropped, resolved ``False``, logged, and its row stays
+``dropped`` for replay.
 
-Workers take a batch of jobs from one channel (one extraction call for the
-batch), with bounded concurrency. Per-author write order is kept by a chain:
-each job knows the previous job of the same author, is only taken once that
-one has been taken, and writes only after that one has written. Batches
-therefore only ever wait on batches taken before them — no cycles.
+A dispatcher takes batches of jobs from one channel (one extraction call per
+batch) — the channel of the oldest queued job, once the batch is full or that
+job has waited ``batch_wait_s`` — and runs each batch as a task. Two bounds:
+a batch holds one of ``workers`` slots while it extracts (the concurrent
+extraction calls), and at most ``2 × workers`` batches are active — not
+waiting on another batch — at a time, which bounds the jobs in flight; beyond
+them the bounded queue is the buffer.
+
+Per-author order of writes is kept by a chain: each job knows the previous
+job of the same author (``prev``) and writes only after it has written
+(``written``). A batch waiting for that is not active (``wait_written``), so
+active batches only ever wait on the extractor or the database; every wait
+points at an earlier message; and the earliest unwritten message can always
+proceed: no deadlock, whatever the channels and authors.
+
+Queued jobs sit in one FIFO (for drop-oldest) and in a FIFO per channel (for
+batching); taken jobs are removed lazily, so taking a batch costs about the
+batch, not the queue.
 """
 
 from __future__ import annotations
@@ -24,33 +40,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import IngestConfig
+from .db import URGENT
+from .ingest_jobs import Batch as Batch
+from .ingest_jobs import Job as Job
+from .ingest_jobs import extraction_done as extraction_done
+from .ingest_jobs import release_in_order
+from .ingest_jobs import wait_written as wait_written
 from .models import IncomingMessage, IngestOutcome
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(eq=False)
-class Job:
-    msg: IncomingMessage
-    done: asyncio.Future[bool]
-    prev: Job | None = None
-    taken: bool = False
-    written: asyncio.Event = field(default_factory=asyncio.Event)
-    dropped: bool = False
-    resumed: bool = False  # accepted by an earlier run: check the journal before appending
-    enqueued_at: float = field(default_factory=time.monotonic)
-
-    @property
-    def author_key(self) -> tuple[str | None, str]:
-        return (self.msg.guild_id, self.msg.author_id)
-
-    @property
-    def channel_key(self) -> tuple[str | None, str]:
-        return (self.msg.guild_id, self.msg.channel_id)
-
-
-# process(batch) does the real work and must set nothing on the jobs: the
-# queue resolves futures and events around it.
+# process(batch) does the real work: it calls ``extraction_done`` after the
+# extraction call, writes each job only after ``job.prev`` has written
+# (``wait_written``), then sets ``job.written``. The queue resolves futures.
 ProcessBatch = Callable[[Sequence[Job]], Awaitable[None]]
 PersistBatch = Callable[[Sequence[IncomingMessage]], Awaitable[list[tuple[bool, str | None]]]]
 OnDrop = Callable[[Job], Coroutine[Any, Any, None]]
@@ -84,20 +87,29 @@ class IngestQueue:
         self._persist = persist
         self._process = process
         self._on_drop = on_drop
-        self._queue: deque[Job] = deque()
+        self._queue: deque[Job] = deque()  # FIFO of queued jobs; taken ones removed lazily
+        self._by_channel: dict[tuple[str | None, str], deque[Job]] = {}
+        self._depth = 0  # queued, not taken
         self._known: dict[str, Job] = {}  # queued or in flight
         self._done_recent: OrderedDict[str, bool] = OrderedDict()  # small memory of finished ids
         self._author_tail: dict[tuple[str | None, str], Job] = {}
+        self._dropped_fresh: set[str] = set()  # dropped before any journal line, this run
         self._pending_persist: list[
             tuple[IncomingMessage, asyncio.Future[tuple[bool, str | None]]]
         ] = []
         self._persist_wakeup = asyncio.Event()
+        self._persisting = False  # a persist transaction is in progress
         # Single-threaded asyncio: check-then-clear on an Event loses no wakeups.
         self._work = asyncio.Event()
         self._room = asyncio.Event()
         self._changed = asyncio.Event()  # any progress: a batch taken or finished, a persist
         self._in_flight = 0
-        self._workers: list[asyncio.Task[None]] = []
+        self._slots = asyncio.Semaphore(max(1, cfg.workers))  # extraction calls
+        self._max_active = 2 * max(1, cfg.workers)
+        self._active = 0  # batches in flight not waiting on another batch
+        self._activity = asyncio.Event()
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._batches: set[asyncio.Task[None]] = set()
         self._persister: asyncio.Task[None] | None = None
         self._closing = False
         self.accepting = True
@@ -105,43 +117,54 @@ class IngestQueue:
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> None:
-        if self._workers:
+        if self._dispatcher is not None:
             return
         self._persister = asyncio.create_task(self._persist_loop(), name="ingest-persist")
-        for i in range(max(1, self.cfg.workers)):
-            self._workers.append(asyncio.create_task(self._worker(), name=f"ingest-worker-{i}"))
+        self._dispatcher = asyncio.create_task(self._dispatch(), name="ingest-dispatch")
 
     async def stop(self) -> None:
         self._closing = True
         self.accepting = False
-        tasks = [*self._workers]
-        if self._persister is not None:
-            tasks.append(self._persister)
+        tasks = [*self._batches]
+        for t in (self._dispatcher, self._persister):
+            if t is not None:
+                tasks.append(t)
         for t in tasks:
             t.cancel()
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
-        self._workers.clear()
+        self._batches.clear()
+        self._dispatcher = None
         self._persister = None
         # Jobs still queued stay 'pending' in the database and are replayed on
         # the next start; resolve their futures so no caller hangs.
         for job in list(self._queue):
+            if job.taken:
+                continue
+            job.taken = True
             if not job.done.done():
                 job.done.set_result(False)
-            job.written.set()
+            job.release()
         self._queue.clear()
+        self._by_channel.clear()
+        self._depth = 0
 
     @property
     def depth(self) -> int:
-        return len(self._queue)
+        return self._depth
 
     @property
     def in_flight(self) -> int:
         return self._in_flight
 
     def idle(self) -> bool:
-        return not self._queue and self._in_flight == 0 and not self._pending_persist
+        return (
+            self._depth == 0
+            and self._in_flight == 0
+            and not self._pending_persist
+            and not self._persisting
+        )
 
     async def drain(self, timeout: float = 5.0) -> bool:
         """Wait until the queue is empty and workers idle; False on timeout."""
@@ -155,7 +178,7 @@ class IngestQueue:
         return True
 
     async def wait_depth_at_most(self, n: int) -> None:
-        while len(self._queue) > n:
+        while self._depth > n:
             self._room.clear()
             await self._room.wait()
 
@@ -181,7 +204,9 @@ class IngestQueue:
         # this one is being persisted is a duplicate too.
         self._known[msg.id] = job
         try:
-            is_new, state = await self._persist_one(msg)
+            # Bulk callers (import, replay of a history) ask for backpressure:
+            # they go through group commit; a live message is written at once.
+            is_new, state = await self._persist_one(msg, direct=not backpressure)
         except BaseException:
             self._known.pop(msg.id, None)
             raise
@@ -195,6 +220,10 @@ class IngestQueue:
         job.resumed = not is_new
         if backpressure:
             await self._wait_for_room()
+        elif self._depth >= self.cfg.queue_capacity:
+            # Persisting took no loop turn; before this drops the oldest job,
+            # let an idle worker take it.
+            await asyncio.sleep(0)
         self._enqueue(job)
         self.stats.accepted += 1
         return IngestOutcome(msg.id, "queued", None if is_new else "resumed", job.done)
@@ -204,14 +233,20 @@ class IngestQueue:
         if msg.id in self._known:
             return self._known[msg.id].done
         await self._wait_for_room()
-        job = Job(msg=msg, done=asyncio.get_running_loop().create_future(), resumed=True)
+        if msg.id in self._known:  # submitted again meanwhile
+            return self._known[msg.id].done
+        # A message this run dropped before taking it cannot have a journal
+        # line from this run; only one accepted by an earlier run may have one.
+        fresh = msg.id in self._dropped_fresh
+        self._dropped_fresh.discard(msg.id)
+        job = Job(msg=msg, done=asyncio.get_running_loop().create_future(), resumed=not fresh)
         self._known[msg.id] = job
         self._enqueue(job)
         self.stats.replayed += 1
         return job.done
 
     async def _wait_for_room(self) -> None:
-        while len(self._queue) >= self.cfg.queue_capacity:
+        while self._depth >= self.cfg.queue_capacity:
             self._room.clear()
             await self._room.wait()
 
@@ -221,19 +256,36 @@ class IngestQueue:
             job.prev = None
         self._author_tail[job.author_key] = job
         self._queue.append(job)
-        if len(self._queue) > self.cfg.queue_capacity:
+        self._by_channel.setdefault(job.channel_key, deque()).append(job)
+        self._depth += 1
+        if self._depth > self.cfg.queue_capacity:
             self._drop_oldest()
         self._notify_work()
 
+    def _oldest(self) -> Job | None:
+        """The oldest queued job."""
+        q = self._queue
+        while q and q[0].taken:
+            q.popleft()
+        return q[0] if q else None
+
     def _drop_oldest(self) -> None:
-        victim = self._queue.popleft()
+        victim = self._oldest()
+        if victim is None:
+            return
+        self._queue.popleft()
+        self._depth -= 1
         victim.dropped = True
+        if not victim.resumed:
+            self._dropped_fresh.add(victim.msg.id)
         self._known.pop(victim.msg.id, None)
+        if self._author_tail.get(victim.author_key) is victim:
+            del self._author_tail[victim.author_key]
         self.stats.dropped += 1
         self.stats.last_drop_id = victim.msg.id
         # Successors in the author chain must not wait for a job that never runs.
         victim.taken = True
-        victim.written.set()
+        victim.release()
         if not victim.done.done():
             victim.done.set_result(False)
         log.warning("ingest queue overflow: dropped message %s", victim.msg.id)
@@ -244,19 +296,38 @@ class IngestQueue:
         self._work.set()
 
     # -- persistence (group commit) -----------------------------------------------------
-    async def _persist_one(self, msg: IncomingMessage) -> tuple[bool, str | None]:
+    async def _persist_one(self, msg: IncomingMessage, *, direct: bool) -> tuple[bool, str | None]:
+        if direct and not self._persisting and not self._pending_persist:
+            # Nothing in progress: write it right here. With the database's
+            # fast path this returns without a single loop turn.
+            self._persisting = True
+            token = URGENT.set(True)
+            try:
+                (result,) = await self._persist([msg])
+            finally:
+                URGENT.reset(token)
+                self._persisting = False
+                if self._pending_persist:
+                    self._persist_wakeup.set()
+            return result
+        # Group commit: everyone arriving in this loop turn, or while a write
+        # is in progress, shares the next transaction.
         fut: asyncio.Future[tuple[bool, str | None]] = asyncio.get_running_loop().create_future()
         self._pending_persist.append((msg, fut))
         self._persist_wakeup.set()
         return await fut
 
     async def _persist_loop(self) -> None:
+        # Callers wait on these writes (the acknowledgement): they take the
+        # database's fast path. The flag lives in this task's context only.
+        URGENT.set(True)
         while True:
             await self._persist_wakeup.wait()
             self._persist_wakeup.clear()
-            while self._pending_persist:
+            while self._pending_persist and not self._persisting:
                 batch = self._pending_persist[: self.cfg.persist_batch_max]
                 del self._pending_persist[: len(batch)]
+                self._persisting = True
                 try:
                     results = await self._persist([m for m, _ in batch])
                 except Exception as exc:  # the caller gets the error, the loop lives on
@@ -264,81 +335,119 @@ class IngestQueue:
                         if not fut.done():
                             fut.set_exception(exc)
                     continue
+                finally:
+                    self._persisting = False
                 for (_, fut), res in zip(batch, results, strict=True):
                     if not fut.done():
                         fut.set_result(res)
             self._changed.set()
 
-    # -- workers -----------------------------------------------------------------------
-    def _take_batch(self) -> list[Job]:
-        first: Job | None = None
-        for job in self._queue:
-            if job.prev is None or job.prev.taken:
-                first = job
+    # -- batches -----------------------------------------------------------------------
+    def _channel_jobs(self, key: tuple[str | None, str], limit: int) -> list[Job]:
+        """Up to ``limit`` queued jobs of one channel, oldest first."""
+        chan = self._by_channel.get(key)
+        out: list[Job] = []
+        if chan is None:
+            return out
+        while chan and chan[0].taken:
+            chan.popleft()
+        for job in chan:
+            if len(out) >= limit:
                 break
-        if first is None:
-            return []
-        batch = [first]
-        first.taken = True
-        for job in self._queue:
-            if len(batch) >= self.cfg.batch_size:
-                break
-            if job.taken or job.channel_key != first.channel_key:
-                continue
-            if job.prev is None or job.prev.taken:
-                job.taken = True
-                batch.append(job)
-        for job in batch:
-            self._queue.remove(job)
-        return batch
+            if not job.taken:
+                out.append(job)
+        if not chan:
+            del self._by_channel[key]
+        return out
 
-    async def _worker(self) -> None:
+    async def _next_batch(self) -> list[Job]:
+        """The jobs of the oldest job's channel, once they fill a batch or the
+        oldest has waited ``batch_wait_s``."""
         while True:
-            batch = self._take_batch()
-            if not batch:
+            first = self._oldest()
+            if first is None:
                 self._work.clear()
                 await self._work.wait()
                 continue
-            self._room.set()
-            self._in_flight += len(batch)
-            started = time.monotonic()
+            jobs = self._channel_jobs(first.channel_key, self.cfg.batch_size)
+            wait = self.cfg.batch_wait_s - (time.monotonic() - first.enqueued_at)
+            if (
+                len(jobs) >= self.cfg.batch_size
+                or wait <= 0
+                or self._closing
+                or self._depth >= self.cfg.queue_capacity  # no time to fill: jobs are dropping
+            ):
+                for job in jobs:
+                    job.taken = True
+                self._depth -= len(jobs)
+                return jobs
+            self._work.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._work.wait()
+
+    async def _dispatch(self) -> None:
+        while True:
+            # A slot first: while all are busy, the queue fills the next batch.
+            await self._slots.acquire()
             try:
-                # Per-author order: wait until earlier jobs of these authors wrote.
-                for job in batch:
-                    if job.prev is not None and job.prev not in batch:
-                        await job.prev.written.wait()
-                await self._process(batch)
-                ok = True
-            except asyncio.CancelledError:
-                for job in batch:
-                    job.written.set()
-                    if not job.done.done():
-                        job.done.set_result(False)
-                self._in_flight -= len(batch)
+                while self._active >= self._max_active:
+                    self._activity.clear()
+                    await self._activity.wait()
+                jobs = await self._next_batch()
+            except BaseException:
+                self._slots.release()
                 raise
-            except Exception:
-                log.exception("ingest batch of %d failed", len(batch))
-                self.stats.failed_batches += 1
-                ok = False
-            self.stats.batches += 1
-            self.stats.processing_ms_total += (time.monotonic() - started) * 1000
-            for job in batch:
-                job.written.set()
-                # Break the author chain: otherwise the newest job keeps every
-                # earlier job (and its message) of a busy author reachable.
-                job.prev = None
-                self._known.pop(job.msg.id, None)
-                if self._author_tail.get(job.author_key) is job:
-                    del self._author_tail[job.author_key]
-                self._remember_done(job.msg.id, ok)
-                if not job.done.done():
-                    job.done.set_result(ok)
-            if ok:
-                self.stats.processed += len(batch)
-            self._in_flight -= len(batch)
+            self._room.set()
             self._changed.set()
-            # A waiting job may have become eligible now.
-            self._notify_work()
+            self._in_flight += len(jobs)
+            self._active += 1
+            batch = Batch(jobs, self._slots.release, self._set_active)
+            task = asyncio.create_task(self._run(batch), name="ingest-batch")
+            self._batches.add(task)
+            task.add_done_callback(self._batches.discard)
+
+    def _set_active(self, active: bool) -> None:
+        self._active += 1 if active else -1
+        self._activity.set()
+
+    async def _run(self, batch: Batch) -> None:
+        started = time.monotonic()
+        try:
+            await self._process(batch)
+            ok = True
+        except asyncio.CancelledError:
+            batch.extraction_done()
+            batch.set_active(False)
+            for job in batch:
+                job.release()
+                if not job.done.done():
+                    job.done.set_result(False)
+            self._in_flight -= len(batch)
+            raise
+        except Exception:
+            log.exception("ingest batch of %d failed", len(batch))
+            self.stats.failed_batches += 1
+            ok = False
+        batch.extraction_done()
+        batch.set_active(False)
+        # Jobs the processor did not get to write (it failed, or it did not
+        # set ``written``) let their authors' successors through only after
+        # their own predecessors wrote.
+        await release_in_order(batch)
+        self.stats.batches += 1
+        self.stats.processing_ms_total += (time.monotonic() - started) * 1000
+        for job in batch:
+            self._known.pop(job.msg.id, None)
+            if self._author_tail.get(job.author_key) is job:
+                del self._author_tail[job.author_key]
+            self._remember_done(job.msg.id, ok)
+            if not job.done.done():
+                job.done.set_result(ok)
+        if ok:
+            self.stats.processed += len(batch)
+        self._in_flight -= len(batch)
+        self._changed.set()
 
     def _remember_done(self, message_id: str, ok: bool) -> None:
         self._done_recent[message_id] = ok

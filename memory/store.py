@@ -1,5 +1,6 @@
-"""All SQL for messages and facts. Functions take a connection and run inside
-the transaction that ``Database.write``/``read`` opened.
+"""All SQL for facts (and, re-exported from ``memory.store_messages``, for
+messages). Functions take a connection and run inside the transaction that
+``Database.write``/``read`` opened.
 
 Every query that returns guild data filters by ``guild_id`` in SQL.
 """
@@ -10,16 +11,28 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .models import LORE_SUBJECT, Fact, HistoryEntry, IncomingMessage, StoredMessage
+from .models import LORE_SUBJECT, Fact, HistoryEntry
+from .store_messages import MESSAGE_COLUMNS as MESSAGE_COLUMNS
+from .store_messages import _chunks, _prefixed
+from .store_messages import finish_message as finish_message
+from .store_messages import get_message as get_message
+from .store_messages import insert_messages as insert_messages
+from .store_messages import mark_journaled as mark_journaled
+from .store_messages import mark_messages as mark_messages
+from .store_messages import message_states as message_states
+from .store_messages import messages_by_seq as messages_by_seq
+from .store_messages import recent_channel_messages as recent_channel_messages
+from .store_messages import row_to_message as row_to_message
+from .store_messages import search_messages_fts as search_messages_fts
+from .store_messages import set_channel_name as set_channel_name
+from .store_messages import set_guild_name as set_guild_name
+from .store_messages import unfinished_messages as unfinished_messages
+from .store_messages import upsert_member as upsert_member
 from .store_vectors import delete_fact_vectors_index, index_fact_vector_if_present
 
 FACT_COLUMNS = (
     "id, guild_id, channel_id, subject, fact, fact_type, evidence_text, source_message_id, "
     "confidence, is_active, created_at, updated_at"
-)
-MESSAGE_COLUMNS = (
-    "id, guild_id, channel_id, author_id, author_name, content, created_at, source, is_bot, "
-    "state, reply_to_id"
 )
 
 
@@ -38,172 +51,6 @@ def row_to_fact(row: Any) -> Fact:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
-
-
-def row_to_message(row: Any) -> StoredMessage:
-    return StoredMessage(
-        id=row["id"],
-        guild_id=row["guild_id"],
-        channel_id=row["channel_id"],
-        author_id=row["author_id"],
-        author_name=row["author_name"],
-        content=row["content"],
-        created_at=row["created_at"],
-        source=row["source"],
-        is_bot=bool(row["is_bot"]),
-        state=row["state"],
-        reply_to_id=row["reply_to_id"],
-    )
-
-
-# -- messages (the durable inbox) ---------------------------------------------
-
-
-def insert_messages(con: Any, msgs: Sequence[IncomingMessage], received_at: str) -> list[bool]:
-    """INSERT OR IGNORE each message; True where the row is new."""
-    out: list[bool] = []
-    for m in msgs:
-        cur = con.execute(
-            "INSERT OR IGNORE INTO messages (id, guild_id, channel_id, author_id, author_name, "
-            "content, created_at, source, is_bot, reply_to_id, received_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                m.id,
-                m.guild_id,
-                m.channel_id,
-                m.author_id,
-                m.author_name,
-                m.content,
-                m.created_at,
-                m.source,
-                int(m.is_bot),
-                m.reply_to_id,
-                received_at,
-            ),
-        )
-        new = cur.rowcount == 1
-        out.append(new)
-        if new and m.guild_id:
-            upsert_member(con, m.guild_id, m.author_id, m.author_name, received_at)
-            con.execute(
-                "INSERT INTO channels (guild_id, channel_id, updated_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (guild_id, channel_id) DO NOTHING",
-                (m.guild_id, m.channel_id, received_at),
-            )
-            con.execute(
-                "INSERT INTO guilds (guild_id, updated_at) VALUES (?, ?) "
-                "ON CONFLICT (guild_id) DO NOTHING",
-                (m.guild_id, received_at),
-            )
-    return out
-
-
-def upsert_member(con: Any, guild_id: str, user_id: str, name: str, now: str) -> None:
-    con.execute(
-        "INSERT INTO members (guild_id, user_id, display_name, updated_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (guild_id, user_id) DO UPDATE SET display_name = excluded.display_name, "
-        "updated_at = excluded.updated_at",
-        (guild_id, user_id, name, now),
-    )
-
-
-def set_guild_name(con: Any, guild_id: str, name: str | None, now: str) -> None:
-    con.execute(
-        "INSERT INTO guilds (guild_id, name, updated_at) VALUES (?, ?, ?) "
-        "ON CONFLICT (guild_id) DO UPDATE SET name = coalesce(excluded.name, guilds.name), "
-        "updated_at = excluded.updated_at",
-        (guild_id, name, now),
-    )
-
-
-def set_channel_name(con: Any, guild_id: str, channel_id: str, name: str | None, now: str) -> None:
-    con.execute(
-        "INSERT INTO channels (guild_id, channel_id, name, updated_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (guild_id, channel_id) DO UPDATE SET "
-        "name = coalesce(excluded.name, channels.name), updated_at = excluded.updated_at",
-        (guild_id, channel_id, name, now),
-    )
-
-
-def message_states(con: Any, ids: Sequence[str]) -> dict[str, tuple[str, bool]]:
-    """id → (state, journaled) for the ids that exist."""
-    out: dict[str, tuple[str, bool]] = {}
-    for chunk in _chunks(list(ids), 500):
-        marks = ",".join("?" * len(chunk))
-        for row in con.execute(
-            f"SELECT id, state, journaled FROM messages WHERE id IN ({marks})", chunk
-        ):
-            out[row["id"]] = (row["state"], bool(row["journaled"]))
-    return out
-
-
-def mark_messages(
-    con: Any, ids: Sequence[str], state: str, processed_at: str, reason: str | None = None
-) -> None:
-    con.executemany(
-        "UPDATE messages SET state = ?, state_reason = ?, processed_at = ?, "
-        "attempts = attempts + 1 WHERE id = ?",
-        [(state, reason, processed_at, i) for i in ids],
-    )
-
-
-def mark_journaled(con: Any, ids: Sequence[str]) -> None:
-    con.executemany("UPDATE messages SET journaled = 1 WHERE id = ?", [(i,) for i in ids])
-
-
-def unfinished_messages(
-    con: Any, limit: int, after_seq: int = 0
-) -> list[tuple[int, StoredMessage]]:
-    rows = con.execute(
-        f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE state IN ('pending', 'dropped') "
-        "AND seq > ? ORDER BY seq LIMIT ?",
-        (after_seq, limit),
-    ).fetchall()
-    return [(int(r["seq"]), row_to_message(r)) for r in rows]
-
-
-def get_message(con: Any, guild_id: str, message_id: str) -> StoredMessage | None:
-    row = con.execute(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE guild_id = ? AND id = ?",
-        (guild_id, message_id),
-    ).fetchone()
-    return row_to_message(row) if row else None
-
-
-def recent_channel_messages(
-    con: Any, guild_id: str, channel_id: str, limit: int
-) -> list[StoredMessage]:
-    rows = con.execute(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE guild_id = ? AND channel_id = ? "
-        "ORDER BY created_at DESC LIMIT ?",
-        (guild_id, channel_id, limit),
-    ).fetchall()
-    return [row_to_message(r) for r in rows]
-
-
-def messages_by_seq(con: Any, guild_id: str, seqs: Sequence[int]) -> dict[int, StoredMessage]:
-    out: dict[int, StoredMessage] = {}
-    for chunk in _chunks(list(seqs), 500):
-        marks = ",".join("?" * len(chunk))
-        for r in con.execute(
-            f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE guild_id = ? AND seq IN ({marks})",
-            [guild_id, *chunk],
-        ):
-            out[int(r["seq"])] = row_to_message(r)
-    return out
-
-
-def search_messages_fts(
-    con: Any, guild_id: str, match: str, limit: int
-) -> list[tuple[int, StoredMessage, float]]:
-    """(seq, message, raw bm25) — bm25 is negative; lower is better."""
-    rows = con.execute(
-        f"SELECT m.seq AS seq, {_prefixed(MESSAGE_COLUMNS, 'm')}, bm25(messages_fts) AS rank "
-        "FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid "
-        "WHERE messages_fts MATCH ? AND m.guild_id = ? ORDER BY rank LIMIT ?",
-        (match, guild_id, limit),
-    ).fetchall()
-    return [(int(r["seq"]), row_to_message(r), float(r["rank"])) for r in rows]
 
 
 # -- facts ----------------------------------------------------------------------
@@ -650,15 +497,3 @@ def forget_user(con: Any, guild_id: str, user_id: str, actor: str, now: str) -> 
         now=now,
     )
     return ForgetCounts(len(fact_ids), int(vectors), len(msg_ids), int(traces))
-
-
-# -- helpers ---------------------------------------------------------------------------
-
-
-def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
-def _prefixed(columns: str, alias: str) -> str:
-    return ", ".join(f"{alias}.{c.strip()} AS {c.strip()}" for c in columns.split(","))
