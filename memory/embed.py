@@ -205,6 +205,9 @@ def default_tokenizer_path() -> Path:
 # -- local ONNX model -----------------------------------------------------------
 
 
+ENCODE_WINDOW = 2048  # texts tokenised and sorted together
+
+
 class _LoadedModel:
     """The tokenizer and ONNX session, built once by ``LocalMiniLMEmbedder``."""
 
@@ -231,19 +234,31 @@ class _LoadedModel:
         )
         self.input_names = {i.name for i in self.session.get_inputs()}
 
-    def run(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Token ids, attention mask and type ids, right-padded to the longest text."""
         encodings = self.tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feed = {"input_ids": ids, "attention_mask": mask}
+        types = None
         if "token_type_ids" in self.input_names:
-            feed["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+            types = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        return ids, mask, types
+
+    def run_encoded(
+        self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray | None
+    ) -> np.ndarray:
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if types is not None:
+            feed["token_type_ids"] = types
         (hidden,) = self.session.run(["last_hidden_state"], feed)
         # Mean pooling over real tokens only, as sentence-transformers does.
         weights = mask[:, :, None].astype(np.float32)
         summed = (hidden * weights).sum(axis=1)
         counts = np.maximum(weights.sum(axis=1), 1e-9)
         return _normalise_rows(summed / counts)
+
+    def run(self, texts: list[str]) -> np.ndarray:
+        return self.run_encoded(*self.encode(texts))
 
 
 class LocalMiniLMEmbedder:
@@ -322,13 +337,27 @@ class LocalMiniLMEmbedder:
         # the tokenizer a 100 KB paste.
         cap = self.max_tokens * 16
         items = [t[:cap] for t in items]
-        # Batch texts of similar length together: each batch pads to its longest.
-        order = sorted(range(len(items)), key=lambda i: len(items[i]))
         out = np.empty((len(items), self.dims), dtype=np.float32)
         try:
-            for start in range(0, len(order), self.batch_size):
-                idx = order[start : start + self.batch_size]
-                out[idx] = loaded.run([items[i] for i in idx])
+            # Tokenise once, then batch texts of equal token count together:
+            # each batch pads to its longest, and padding is pure waste (sorting
+            # by tokens rather than characters: 200 vs 108 chat messages/s on
+            # 2 cores, measured on the shared export). Padding is on the right,
+            # so cutting a batch's columns to its own longest text is exact.
+            # Windows of ENCODE_WINDOW texts bound the padded id arrays of a
+            # huge call (a re-index) to a few MB.
+            for base in range(0, len(items), ENCODE_WINDOW):
+                ids, mask, types = loaded.encode(items[base : base + ENCODE_WINDOW])
+                lengths = mask.sum(axis=1)
+                order = np.argsort(lengths, kind="stable")
+                for start in range(0, len(order), self.batch_size):
+                    idx = order[start : start + self.batch_size]
+                    width = max(1, int(lengths[idx].max()))
+                    out[base + idx] = loaded.run_encoded(
+                        ids[idx, :width],
+                        mask[idx, :width],
+                        None if types is None else types[idx, :width],
+                    )
         except EmbeddingError:
             raise
         except Exception as exc:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import memory.embed as embed_module
 from memory.config import EmbeddingConfig
 from memory.embed import (
     LOCAL_DIMS,
@@ -91,6 +92,18 @@ async def test_batching_keeps_input_order(local: LocalMiniLMEmbedder) -> None:
     # int8 activations are quantised per batch, so padding nudges the last digits.
     cos = np.sum(together * one_by_one, axis=1)
     assert np.all(cos > 0.999)
+
+
+def test_encode_windows_keep_input_order(
+    local: LocalMiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A call larger than one tokenising window is sorted window by window;
+    # rows must still land where their texts were.
+    texts = [f"{'word ' * ((i * 5) % 11)}item {i}" for i in range(23)]
+    whole = local.embed_sync(texts)
+    monkeypatch.setattr(embed_module, "ENCODE_WINDOW", 4)
+    windowed = local.embed_sync(texts)
+    assert np.all(np.sum(whole * windowed, axis=1) > 0.999)
 
 
 async def test_event_loop_keeps_running_while_embedding(local: LocalMiniLMEmbedder) -> None:
