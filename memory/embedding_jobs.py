@@ -48,6 +48,7 @@ GUILD_MODEL_KEY = "embedding_model"
 # event loop and the database writer, and acknowledgements would wait on it.
 BACKGROUND_NICE = 10
 BACKLOG_CALL_MAX = 256  # texts per background embedding call
+MESSAGE_BACKFILL_CALL = 512  # texts per call when back-filling message vectors
 
 
 def _lower_priority() -> None:
@@ -92,6 +93,10 @@ class EmbeddingService:
         self.clock = clock
         self.env_default = env_default
         self.embed_messages = embed_messages
+        # While set, processed messages get no vector here: a bulk caller (the
+        # importer) embeds them afterwards with ``reindex``, so facts and their
+        # vectors are not queued behind thousands of message embeddings.
+        self.defer_messages = False
         self._embedders: dict[str, Embedder] = {}
         self._owned: set[str] = set()  # embedders made here (closed here); given ones are not
         self.enabled = cfg.provider != "none" or embedder is not None
@@ -184,7 +189,7 @@ class EmbeddingService:
 
     def schedule_messages(self, items: Sequence[tuple[str, str]]) -> None:
         """items: (message id, guild id)."""
-        if not self.enabled or not self.embed_messages:
+        if not self.enabled or not self.embed_messages or self.defer_messages:
             return
         for message_id, guild_id in items:
             self._pending_messages[message_id] = guild_id
@@ -356,15 +361,23 @@ class EmbeddingService:
         *,
         progress: Callable[[str, int], None] | None = None,
         include_messages: bool = True,
+        include_facts: bool = True,
+        should_stop: Callable[[], bool] | None = None,
     ) -> dict[str, int]:
-        """Embed every active fact (and message) lacking a vector for its guild's model."""
+        """Embed every active fact (and message) lacking a vector for its guild's
+        model; ``should_stop`` is asked between calls (what is left stays missing
+        and the next run finds it)."""
         totals = {"facts": 0, "messages": 0}
         chunk = max(8, self.cfg.batch_size * 4)
+
+        def stopping() -> bool:
+            return should_stop is not None and should_stop()
+
         for gid in guild_ids:
             model = self.model_for_guild(gid)
             if model is None:
                 continue
-            while True:
+            while include_facts and not stopping():
                 missing = await self.db.read(store_vectors.facts_missing_vectors, model, chunk, gid)
                 if not missing:
                     break
@@ -376,10 +389,18 @@ class EmbeddingService:
                     progress("facts", totals["facts"])
             if not (include_messages and self.embed_messages):
                 continue
-            while True:
-                rows = await self.db.read(_guild_messages_missing, gid, model, chunk)
+            # Resume after the last seq seen: rows too short to embed stay
+            # "missing" for ever, and rescanning from the start each call would
+            # make a big back-fill quadratic. Larger calls than for facts: the
+            # local embedder sorts a call by token count, less padding.
+            after = 0
+            while not stopping():
+                rows = await self.db.read(
+                    _guild_messages_missing, gid, model, MESSAGE_BACKFILL_CALL, after
+                )
                 if not rows:
                     break
+                after = rows[-1][0]
                 n = await self._embed_message_rows(gid, model, rows)
                 if n == 0:
                     break
@@ -435,13 +456,14 @@ def _messages_needing(con: Any, guild_id: str, model: str, ids: list[str]) -> li
 
 
 def _guild_messages_missing(
-    con: Any, guild_id: str, model: str, limit: int
+    con: Any, guild_id: str, model: str, limit: int, after_seq: int = 0
 ) -> list[tuple[int, str]]:
     rows = con.execute(
         "SELECT m.seq, m.content FROM messages m "
         "LEFT JOIN message_vectors v ON v.message_seq = m.seq AND v.model = ? "
-        "WHERE m.guild_id = ? AND v.message_seq IS NULL AND length(trim(m.content)) >= 2 "
+        "WHERE m.seq > ? AND m.guild_id = ? AND v.message_seq IS NULL "
+        "AND length(trim(m.content)) >= 2 "
         "ORDER BY m.seq LIMIT ?",
-        (model, guild_id, limit),
+        (model, after_seq, guild_id, limit),
     ).fetchall()
     return [(int(r[0]), r[1]) for r in rows]

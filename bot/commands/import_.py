@@ -103,6 +103,11 @@ class ImportReport:
     interrupted: bool = False
     settled: bool = False
     seconds: float = 0.0
+    # Until every message was processed and every fact had its vector: the
+    # memory is complete and messages are searchable by their words. Message
+    # vectors (search by meaning over raw chat) are embedded after that.
+    ready_seconds: float = 0.0
+    message_vectors_pending: bool = False
     facts_added: int = 0
     facts_updated: int = 0
     fact_vectors: int = 0
@@ -115,6 +120,10 @@ class ImportReport:
     @property
     def rate(self) -> float:
         return self.stats.messages / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def ready_rate(self) -> float:
+        return self.stats.messages / self.ready_seconds if self.ready_seconds > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -134,6 +143,9 @@ class ImportReport:
             "settled": self.settled,
             "seconds": round(self.seconds, 3),
             "messages_per_s": round(self.rate, 1),
+            "ready_seconds": round(self.ready_seconds, 3),
+            "ready_messages_per_s": round(self.ready_rate, 1),
+            "message_vectors_pending": self.message_vectors_pending,
             "peak_rss_mib": self.peak_rss_mib,
         }
 
@@ -154,7 +166,10 @@ class ImportReport:
             f"  skipped    {s.total_skipped}" + (f" ({skipped})" if skipped else ""),
             f"  facts      {self.facts_added} created, {self.facts_updated} updated",
             f"  vectors    {self.fact_vectors} facts, {self.message_vectors} messages",
-            f"  rate       {self.rate:,.0f} messages/s (until everything was processed)",
+            f"  rate       {self.ready_rate:,.0f} messages/s until the memory was ready "
+            f"({self.ready_seconds:.1f} s: journal, facts, fact vectors)",
+            f"             {self.rate:,.0f} messages/s with message vectors too "
+            f"({self.seconds:.1f} s)",
         ]
         if self.peak_rss_mib is not None:
             lines.append(f"  memory     peak RSS {self.peak_rss_mib:,.0f} MiB")
@@ -166,6 +181,11 @@ class ImportReport:
             lines.append(
                 "  note       some accepted messages were not processed yet; they are kept "
                 "and finished by the next `guildlore import` or `guildlore run`"
+            )
+        elif self.message_vectors_pending:
+            lines.append(
+                "  note       some messages have no vector yet (search finds them by their "
+                "words); `guildlore reindex` or the next import embeds them"
             )
         return "\n".join(lines)
 
@@ -230,14 +250,60 @@ async def import_files(
     settle_timeout: float | None = None,
 ) -> ImportReport:
     """Import ``paths`` into ``memory`` and wait until it is processed (see module doc)."""
-    from memory.errors import ImportFormatError
-    from memory.importer import ImportStats, iter_export, read_header
+    from memory.importer import ImportStats
 
     started = time.monotonic()
     before = memory.counters()
     vectors_before = (memory.embeddings.stats.fact_vectors, memory.embeddings.stats.message_vectors)
     report = ImportReport(stats=ImportStats())
     stop = stop or StopSignal()
+    guilds: set[str] = set()
+    embeddings = memory.embeddings
+    # Facts first: message vectors would otherwise queue ahead of the facts'
+    # (they are 99% of the embedding work) and hold the reader back.
+    deferred_before, embeddings.defer_messages = embeddings.defer_messages, True
+    try:
+        await _read_all(memory, paths, report, stop, progress, default_guild_id, guilds)
+        report.interrupted = stop.requested.is_set()
+        report.settled = await _settle(memory, stop, progress, settle_timeout)
+    finally:
+        embeddings.defer_messages = deferred_before
+    report.ready_seconds = time.monotonic() - started
+    if report.settled and not report.interrupted:
+        report.message_vectors_pending = not await _embed_messages(
+            memory, sorted(guilds), stop, progress
+        )
+        report.interrupted = stop.requested.is_set()
+    else:
+        report.message_vectors_pending = True
+    report.seconds = time.monotonic() - started
+    after = memory.counters()
+    for name, key in (
+        ("facts_added", "facts_added"),
+        ("facts_updated", "facts_updated"),
+        ("extract_errors", "extract_errors"),
+        ("dropped", "ingest_dropped"),
+    ):
+        setattr(report, name, int(after[key]) - int(before[key]))
+    stats = memory.embeddings.stats
+    report.fact_vectors = stats.fact_vectors - vectors_before[0]
+    report.message_vectors = stats.message_vectors - vectors_before[1]
+    return report
+
+
+async def _read_all(
+    memory: Memory,
+    paths: Sequence[Path],
+    report: ImportReport,
+    stop: StopSignal,
+    progress: Progress | None,
+    default_guild_id: str | None,
+    guilds: set[str],
+) -> None:
+    """Read every file into the ingest path; ``guilds`` collects the guild ids seen."""
+    from memory.errors import ImportFormatError
+    from memory.importer import ImportStats, iter_export, read_header
+
     done_bytes = 0
     read_messages = 0
 
@@ -276,6 +342,8 @@ async def import_files(
                         messages.append(rec.message)
                         m = rec.message
                         members.setdefault(m.guild_id or "", {})[m.author_id] = m.author_name
+                        if m.guild_id:
+                            guilds.add(m.guild_id)
                 if records:
                     position = records[-1].position
                 if messages:
@@ -315,22 +383,6 @@ async def import_files(
                 await memory.set_names(gid, members=names)
         show(0, force=True)
 
-    report.interrupted = stop.requested.is_set()
-    report.settled = await _settle(memory, stop, show, settle_timeout)
-    report.seconds = time.monotonic() - started
-    after = memory.counters()
-    for name, key in (
-        ("facts_added", "facts_added"),
-        ("facts_updated", "facts_updated"),
-        ("extract_errors", "extract_errors"),
-        ("dropped", "ingest_dropped"),
-    ):
-        setattr(report, name, int(after[key]) - int(before[key]))
-    stats = memory.embeddings.stats
-    report.fact_vectors = stats.fact_vectors - vectors_before[0]
-    report.message_vectors = stats.message_vectors - vectors_before[1]
-    return report
-
 
 def _backlogged(memory: Memory) -> bool:
     c = memory.counters()
@@ -347,7 +399,9 @@ async def _wait_for_backlog(memory: Memory, stop: StopSignal) -> None:
             return
 
 
-async def _settle(memory: Memory, stop: StopSignal, show: Any, timeout: float | None) -> bool:
+async def _settle(
+    memory: Memory, stop: StopSignal, progress: Progress | None, timeout: float | None
+) -> bool:
     """Wait until every accepted message is processed and embedded (or a second Ctrl-C)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while not stop.forced:
@@ -357,8 +411,31 @@ async def _settle(memory: Memory, stop: StopSignal, show: Any, timeout: float | 
             return False
         c = memory.counters()
         queued = int(c["queue_depth"]) + int(c["queue_in_flight"])
-        show(0, f"finishing: {queued} to process, {c['embedding_backlog']} to embed")
+        _note(progress, f"finishing: {queued} to process, {c['embedding_backlog']} to embed")
     return False
+
+
+async def _embed_messages(
+    memory: Memory, guild_ids: Sequence[str], stop: StopSignal, progress: Progress | None
+) -> bool:
+    """Embed the imported guilds' messages that have no vector yet; False if
+    Ctrl-C stopped it first (the rest is found by the next import or reindex)."""
+    if not guild_ids or not memory.embeddings.enabled or not memory.embeddings.embed_messages:
+        return True
+
+    def show(kind: str, n: int) -> None:
+        _note(progress, f"embedding messages: {n:,} done")
+
+    await memory.embeddings.reindex(
+        guild_ids, progress=show, include_facts=False, should_stop=stop.requested.is_set
+    )
+    return not stop.requested.is_set()
+
+
+def _note(progress: Progress | None, text: str) -> None:
+    """Change the bar's note (the bar itself is redrawn at its own pace)."""
+    if progress is not None:
+        progress.update(progress.done, progress.messages, text)
 
 
 def peak_rss_mib() -> float | None:
