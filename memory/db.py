@@ -60,6 +60,13 @@ URGENT: ContextVar[bool] = ContextVar("guildlore_urgent_write", default=False)
 # checkpoint) sends the write to the front of the writer queue instead.
 FAST_PATH_WAIT_S = 0.05
 CHECKPOINT_EVERY = 200  # commits between passive checkpoints (~1000 pages by default)
+# Page cache of each reader connection, KiB. SQLite's default (2 MiB) holds a
+# fraction of a big guild's facts table and FTS index: a search that joins
+# ~20k FTS matches to their fact rows then pays a pread() system call per
+# page miss (measured at 100k facts: the join 32 ms with the default, 19 ms
+# with a cache that holds the table). Pages are allocated as they are read,
+# so a small database never uses this much.
+READER_CACHE_KIB = 128 * 1024
 
 
 class _Job:
@@ -317,6 +324,7 @@ class Database:
         if con is None:
             con = sqlite.connect(self.path)
             con.execute("PRAGMA query_only = ON")
+            con.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
             self._local.con = con
             with self._reader_lock:
                 self._reader_cons.append(con)

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from functools import cached_property
 
 from .scoring import STOP_WORDS
 from .text import tokens
@@ -65,8 +66,9 @@ class MemberNames:
             frozenset(ids),
         )
 
-    @property
+    @cached_property
     def longest(self) -> int:
+        # Cached: a big guild has thousands of names and every query asks.
         return max((len(k) for k in self.full), default=1)
 
 

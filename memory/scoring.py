@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal, TypeVar, overload
 
 from memory.models import ScoreParts
@@ -304,10 +304,12 @@ def _unit(value: float) -> float:
 
 def passes_gate(parts: ScoreParts, *, weights: ScoringWeights = DEFAULT_WEIGHTS) -> bool:
     """The relevance gate of SPEC §6, on the lexical, semantic and combined parts."""
-    lex, combined = parts.lexical, parts.combined
-    if parts.semantic is None:
+    return _gate(parts.lexical, parts.semantic, parts.combined, weights)
+
+
+def _gate(lex: float, sem: float | None, combined: float, weights: ScoringWeights) -> bool:
+    if sem is None:
         return lex >= weights.lex_min - _EPS or combined >= weights.combined_min - _EPS
-    sem = parts.semantic
     if sem >= weights.sem_min - _EPS or lex >= weights.lex_min_with_semantic - _EPS:
         return True
     return combined >= weights.combined_min_with_semantic - _EPS and (
@@ -387,7 +389,9 @@ def fuse(
     combined = min(1.0, max(0.0, combined))
     if not explain:
         return combined
-    parts = ScoreParts(
+    # Built once with its gate result: ``dataclasses.replace`` afterwards was
+    # about a sixth of the time a search spends scoring its ~130 candidates.
+    return ScoreParts(
         lexical=lex,
         semantic=sem,
         confidence=conf,
@@ -395,8 +399,8 @@ def fuse(
         channel=chan,
         bm25=bm,
         combined=combined,
+        passed=_gate(lex, sem, combined, weights),
     )
-    return replace(parts, passed=passes_gate(parts, weights=weights))
 
 
 def fuse_message(
@@ -422,7 +426,7 @@ def fuse_message(
         _unit(x) for x in (lexical, bm25, neighbour, speaker, date, recency, channel, statement)
     )
     combined = weights.combined(sem or 0.0, bm, nb, spk, dt, st, lex, rec, chan)
-    parts = ScoreParts(
+    return ScoreParts(
         lexical=lex,
         semantic=sem,
         confidence=_unit(confidence),
@@ -430,12 +434,12 @@ def fuse_message(
         channel=chan,
         bm25=bm,
         combined=combined,
+        passed=_gate(lex, sem, combined, gate),
         speaker=spk,
         neighbour=nb,
         date=dt,
         statement=st,
     )
-    return replace(parts, passed=passes_gate(parts, weights=gate))
 
 
 def rank(

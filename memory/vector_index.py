@@ -109,6 +109,7 @@ class GuildMatrix:
         self.failed = False
         self.loaded_at = 0.0
         self._pending: list[tuple[str, Any]] = []
+        self._median: tuple[tuple[int, int], int | None] = ((-1, -1), None)
 
     # -- size ---------------------------------------------------------------------------------
     @property
@@ -246,6 +247,22 @@ class GuildMatrix:
             idx = np.fromiter((r for _, r in rows), dtype=np.int64, count=len(rows))
             sims = _dot_rows(self._vecs[idx], query)
             return {i: float(s) for (i, _), s in zip(rows, sims.tolist(), strict=True)}
+
+    def median_id(self) -> int | None:
+        """The median live id, or None when empty: a point that splits this
+        partition's ids into two halves of about the same size (the retriever
+        splits a big FTS query there; any split is correct, this one balances
+        the halves). Recomputed only after rows were added or removed."""
+        with self.lock:
+            key = (self._n, self._dead)
+            if self._median[0] != key:
+                ids = self._ids[: self._n]
+                live = ids[ids >= 0]
+                value = (
+                    int(np.partition(live, len(live) // 2)[len(live) // 2]) if len(live) else None
+                )
+                self._median = (key, value)
+            return self._median[1]
 
     def has(self, item_id: int) -> bool:
         with self.lock:
