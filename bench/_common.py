@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 import time
 from collections.abc import Iterator, Sequence
@@ -76,3 +77,12 @@ def export_texts() -> list[tuple[str, str]]:
 def cycle(items: Sequence[Any]) -> Iterator[Any]:
     while True:
         yield from items
+
+
+def loadavg() -> list[float] | None:
+    """The 1/5/15-minute load averages, rounded; None where the OS has none.
+    Printed beside timings: on a shared 2-core machine they move with it."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None

@@ -39,6 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make the project importable
     sys.path.insert(0, str(ROOT))
 
+from bench._common import loadavg  # noqa: E402
+
 DEFAULT_EXPORT = ROOT.parent / "shared" / "data" / "discord" / "vesuvius-papyrology.json"
 RESULTS = ROOT / "bench" / "results" / "import.json"
 TARGET_MSG_S = 300.0
@@ -78,7 +80,7 @@ async def _import_once(export: Path, embeddings: str) -> dict[str, Any]:
             "messages_per_s": round(report.rate, 1),
             "cpu_seconds": round(cpu_s, 3),
             "cpu_ms_per_message": round(cpu_s * 1000 / max(1, report.stats.messages), 3),
-            "loadavg_after": _load(),
+            "loadavg_after": loadavg(),
             "open_seconds": round(open_s, 3),
             "extract_ms_avg": round(float(counters["extract_ms_avg"]), 2),
         }
@@ -138,13 +140,6 @@ def _embedder_alone(export: Path) -> dict[str, Any]:
     }
 
 
-def _load() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--export", type=Path, default=DEFAULT_EXPORT)
@@ -156,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench/import.py: no export at {args.export}", file=sys.stderr)
         return 2
 
-    load_before = _load()
+    load_before = loadavg()
     runs = [asyncio.run(_import_once(args.export, "local")) for _ in range(max(1, args.runs))]
     best = max(runs, key=lambda r: r["messages_per_s"])
     result: dict[str, Any] = {
@@ -197,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             if alone["length_sorted"]
             else None,
         }
-    result["machine"]["loadavg_after"] = _load()
+    result["machine"]["loadavg_after"] = loadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 

@@ -67,7 +67,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make the project importable
     sys.path.insert(0, str(ROOT))
 
-from bench._common import percentile, print_table  # noqa: E402
+from bench._common import loadavg, percentile, print_table  # noqa: E402
 from bench._search_corpus import (  # noqa: E402
     CHANNELS_PER_GUILD,
     GUILDS,
@@ -201,7 +201,7 @@ async def _measure(
     search_ms: list[float] = []
     search_cpu: list[float] = []  # CPU of every thread of this process: load-independent
     slice_ms: list[float] = []
-    load_before = _load()
+    load_before = loadavg()
     facts_part: list[float] = []
     embed_part: list[float] = []
     hits = 0
@@ -232,7 +232,7 @@ async def _measure(
         "slice": _stats(slice_ms),
         "search_process_cpu": _stats(search_cpu),
         "search_facts_stage": _stats(facts_part),
-        "loadavg_during": [load_before, _load()],
+        "loadavg_during": [load_before, loadavg()],
         "query_embed_ms_max": round(max(embed_part), 3),
         "mean_hits_per_search": round(hits / len(search_ms), 2),
         "first_search_cold_ms": round(cold_ms, 1),
@@ -348,13 +348,6 @@ def _db_bytes(data: Path) -> int:
     return sum(p.stat().st_size for p in data.glob("guildlore.sqlite3*"))
 
 
-def _load() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -377,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--queries above 400 would overflow the engine's query-vector cache")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    load_before = _load()
+    load_before = loadavg()
     started = time.perf_counter()
     result = asyncio.run(run(args))
     largest = result["sizes"][str(max(args.sizes))]
@@ -394,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             "cpus": len(os.sched_getaffinity(0)),
             "python": sys.version.split()[0],
             "loadavg_before": load_before,
-            "loadavg_after": _load(),
+            "loadavg_after": loadavg(),
         },
         "guilds": GUILDS,
         "other_guild_facts": args.other_guild_facts,

@@ -26,7 +26,7 @@ def member_rows(con: Any, guild_id: str) -> list[tuple[str, str]]:
 
 
 def facts_by_ids(con: Any, guild_id: str, ids: Sequence[int]) -> dict[int, Fact]:
-    """``store.facts_by_ids`` by primary key. Without ``+`` SQLite (no ANALYZE
+    """This guild's facts among ``ids``, by primary key. Without ``+`` SQLite (no ANALYZE
     statistics) walks the guild's whole ``facts_guild`` index to find a few
     dozen ids: 16 ms at 100k facts instead of 0.2 ms. The rows come back in
     the order that index walk gave (is_active, updated_at, id), so equal
@@ -48,7 +48,7 @@ def facts_by_ids(con: Any, guild_id: str, ids: Sequence[int]) -> dict[int, Fact]
 def recent_subject_facts(
     con: Any, guild_id: str, subjects: Sequence[str], limit: int
 ) -> list[Fact]:
-    """``store.recent_subject_facts`` through the ``facts_subject`` index. Left
+    """The newest active facts about ``subjects``, through the ``facts_subject`` index. Left
     to itself SQLite orders by the ``facts_guild`` index and filters the
     subjects while walking the whole guild (120 ms at 100k facts); ``+``
     keeps that index out. ``id DESC`` is the tie order that walk gave."""

@@ -7,7 +7,7 @@ Every query that returns guild data filters by ``guild_id`` in SQL.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,18 +167,6 @@ def get_fact_any_guild(con: Any, fact_id: int) -> Fact | None:
     return row_to_fact(row) if row else None
 
 
-def facts_by_ids(con: Any, guild_id: str, ids: Iterable[int]) -> dict[int, Fact]:
-    out: dict[int, Fact] = {}
-    for chunk in _chunks(list(ids), 500):
-        marks = ",".join("?" * len(chunk))
-        for r in con.execute(
-            f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE guild_id = ? AND id IN ({marks})",
-            [guild_id, *chunk],
-        ):
-            out[int(r["id"])] = row_to_fact(r)
-    return out
-
-
 def list_facts(
     con: Any,
     guild_id: str,
@@ -213,18 +201,6 @@ def list_facts(
         f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE {' AND '.join(where)} "
         "ORDER BY id DESC LIMIT ?",
         args,
-    ).fetchall()
-    return [row_to_fact(r) for r in rows]
-
-
-def recent_subject_facts(
-    con: Any, guild_id: str, subjects: Sequence[str], limit: int
-) -> list[Fact]:
-    marks = ",".join("?" * len(subjects))
-    rows = con.execute(
-        f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE guild_id = ? AND is_active = 1 "
-        f"AND subject IN ({marks}) ORDER BY updated_at DESC LIMIT ?",
-        [guild_id, *subjects, limit],
     ).fetchall()
     return [row_to_fact(r) for r in rows]
 
