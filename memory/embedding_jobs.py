@@ -48,7 +48,8 @@ GUILD_MODEL_KEY = "embedding_model"
 # event loop and the database writer, and acknowledgements would wait on it.
 BACKGROUND_NICE = 10
 BACKLOG_CALL_MAX = 256  # texts per background embedding call
-MESSAGE_BACKFILL_CALL = 512  # texts per call when back-filling message vectors
+MESSAGE_BACKFILL_WINDOW = 2048  # messages read and length-sorted together when back-filling
+MESSAGE_BACKFILL_CALL = 256  # texts per embedding call when back-filling
 
 
 def _lower_priority() -> None:
@@ -391,22 +392,30 @@ class EmbeddingService:
                 continue
             # Resume after the last seq seen: rows too short to embed stay
             # "missing" for ever, and rescanning from the start each call would
-            # make a big back-fill quadratic. Larger calls than for facts: the
-            # local embedder sorts a call by token count, less padding.
+            # make a big back-fill quadratic. A window of rows is sorted by
+            # length before it is cut into calls: each call then pads little
+            # (the local embedder pads a batch to its longest text), while a
+            # call stays short enough for Ctrl-C to be answered soon (measured
+            # on the real export: 150–175 msg/s this way, 130 with calls of 512 in
+            # message order).
             after = 0
             while not stopping():
                 rows = await self.db.read(
-                    _guild_messages_missing, gid, model, MESSAGE_BACKFILL_CALL, after
+                    _guild_messages_missing, gid, model, MESSAGE_BACKFILL_WINDOW, after
                 )
                 if not rows:
                     break
                 after = rows[-1][0]
-                n = await self._embed_message_rows(gid, model, rows)
-                if n == 0:
-                    break
-                totals["messages"] += n
-                if progress:
-                    progress("messages", totals["messages"])
+                rows.sort(key=lambda r: len(r[1]))
+                for start in range(0, len(rows), MESSAGE_BACKFILL_CALL):
+                    if start and stopping():
+                        break
+                    n = await self._embed_message_rows(
+                        gid, model, rows[start : start + MESSAGE_BACKFILL_CALL]
+                    )
+                    totals["messages"] += n
+                    if progress:
+                        progress("messages", totals["messages"])
         return totals
 
     async def log_error_action(self, message: str) -> None:
