@@ -5,6 +5,7 @@ the final ranking step."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -87,6 +88,19 @@ class RetrieverBase:
             task = self._ensure_loading(kind, model, guild_id)
             if task is not None:
                 await asyncio.shield(task)
+
+    async def close(self) -> None:
+        """Stop matrix loads in progress and drop the cached matrices: a big
+        guild's are hundreds of MB, and an engine that was closed may live on
+        (tests, the CLI) or be started again (then they reload lazily)."""
+        tasks = [t for t in self._loads.values() if not t.done()]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self._loads.clear()
+        self.index.clear()
 
     # -- shared ---------------------------------------------------------------------------
     def _rank(

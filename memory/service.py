@@ -162,6 +162,7 @@ class Memory(OperatorOps):
         await self.queue.stop()
         await self.embeddings.settle(timeout=max(0.1, timeout))
         await self.embeddings.stop()
+        await self.retriever.close()
         await self.snapshot.close()
         with contextlib.suppress(Exception):
             await self._refresh_snapshot_file()

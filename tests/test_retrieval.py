@@ -538,3 +538,25 @@ async def test_lazy_backfill_is_capped_at_8_per_query(make_memory: Callable[...,
     assert (await counts())[model]["fact_vectors"] == 16
     await mem.search(GUILD, "zebra", scope="messages", limit=50)
     assert (await counts())[model]["message_vectors"] == 8
+
+
+async def test_close_drops_the_vector_matrices_and_a_restart_reloads_them(
+    make_memory: Callable[..., Any],
+) -> None:
+    mem = await make_memory()
+    await ingest(mem, [msg("I work as a nurse in Berlin", author=ALICE, name="Alice")])
+    await mem.retriever.warm(GUILD)
+    assert mem.retriever.index.stats()["matrices"] >= 1
+    await mem.close()
+    assert mem.retriever.index.stats() | {"loads": 0} == {
+        "matrices": 0,
+        "rows": 0,
+        "bytes": 0,
+        "loads": 0,
+    }
+    await mem.start()
+    hits = await mem.search(GUILD, "who works as a nurse?")
+    assert hits and "nurse" in hits[0].text
+    await mem.retriever.warm(GUILD)
+    matrix = mem.retriever.index.get("facts", mem.embeddings.default_model, GUILD)
+    assert matrix is not None and matrix.rows == 1
