@@ -320,6 +320,18 @@ def test_progress_redraws_one_line_on_a_terminal() -> None:
     assert "a warning\n" in text and text.endswith("\n")
 
 
+def test_progress_rate_stops_when_everything_is_read() -> None:
+    stream = io.StringIO()
+    p = Progress(1000, stream=stream, tty=False, line_interval_s=0)
+    p.started -= 10  # read for 10 s
+    p.update(1000, 500)
+    assert "50 msg/s" in p.line()
+    p.started -= 90  # a later stage (message vectors) takes another 90 s
+    p.update(1000, 500, "embedding messages: 500 done")
+    line = p.line()
+    assert "50 msg/s" in line and "embedding messages" in line, line
+
+
 @pytest.mark.parametrize(
     ("seconds", "text"), [(5, "5s"), (75, "1m15s"), (3725, "1h02m"), (float("inf"), "?")]
 )

@@ -204,6 +204,9 @@ class Progress:
         self.label = label
         self.tty = self.stream.isatty() if tty is None else tty
         self.started = time.monotonic()
+        # Seconds it took to read everything: the rate and ETA stop there, so
+        # a later stage (embedding messages) does not drag the shown rate down.
+        self._read_s: float | None = None
         self._last_draw = 0.0
         self._interval = 0.1 if self.tty else line_interval_s
         self._width = 0
@@ -215,7 +218,7 @@ class Progress:
         return time.monotonic() - self.started
 
     def line(self) -> str:
-        elapsed = max(1e-6, self.elapsed())
+        elapsed = max(1e-6, self._read_s if self._read_s is not None else self.elapsed())
         frac = min(1.0, self.done / self.total) if self.total else 1.0
         rate = self.messages / elapsed
         byte_rate = self.done / elapsed
@@ -241,6 +244,8 @@ class Progress:
     ) -> None:
         self.done = done_bytes
         self.messages = messages
+        if self._read_s is None and self.total and done_bytes >= self.total:
+            self._read_s = self.elapsed()
         if note is not None:
             self.note = note
         now = time.monotonic()
