@@ -24,7 +24,10 @@ from memory.embed import LOCAL_MODEL_ID, LocalMiniLMEmbedder
 
 log = logging.getLogger("bench.embed")
 
-DEFAULT_EXPORT = Path("/work/shared/data/discord/vesuvius-papyrology.json")
+# shared/ sits beside the checkout (as on CI).
+DEFAULT_EXPORT = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "discord" / "vesuvius-papyrology.json"
+)
 RESULTS = Path(__file__).parent / "results" / "embed.json"
 PAIRS = [
     ("How do I reset my password?", "What's the way to change a forgotten password?"),

@@ -14,7 +14,7 @@ from memory.guards import clean_message, filter_candidates, is_instruction_like
 from memory.models import Candidate
 from tests.fakeopenai import FakeOpenAI, Fault
 
-DATA = Path("/work/shared/data")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # shared/ beside the checkout
 
 
 def rule_facts(text: str, author: str = "Ana", max_facts: int = 4) -> list[str]:
