@@ -11,9 +11,6 @@ read, and answers about people are ephemeral.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import discord
@@ -21,6 +18,15 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.client import GuildloreBot
+from bot.cogs.answers import (
+    Answer,
+    ConfirmView,
+    answer_command_error,
+    fit_lines,
+    guild_member,
+    is_operator,
+    send_answer,
+)
 from bot.convert import visible_channel_ids
 from memory.errors import InvalidInput
 from memory.guild_settings import SETTINGS
@@ -30,36 +36,8 @@ from memory.service import Memory
 if TYPE_CHECKING:
     from bot.voice.service import VoiceManager
 
-log = logging.getLogger(__name__)
 
-ANSWER_LIMIT = 1900
 ABOUT_LIMIT = 15
-NO_PINGS = discord.AllowedMentions.none()
-
-
-@dataclass
-class Answer:
-    text: str
-    ephemeral: bool = True
-    view: discord.ui.View | None = None
-
-
-def _clip(text: str, limit: int = ANSWER_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def _lines(head: str, lines: list[str], tail: str = "") -> str:
-    out = head
-    for line in lines:
-        if len(out) + len(line) + len(tail) + 2 > ANSWER_LIMIT:
-            out += "\n…"
-            break
-        out += "\n" + line
-    return out + (("\n" + tail) if tail else "")
-
-
-def is_operator(member: discord.Member) -> bool:
-    return bool(member.guild_permissions.manage_guild)
 
 
 async def _names(memory: Memory, guild: discord.Guild) -> dict[str, str]:
@@ -114,7 +92,7 @@ async def search_memory(
         else:
             where = f"<#{h.channel_id}>" if h.channel_id else ""
             lines.append(f"• {h.created_at[:10]} {where} {h.author_name or who}: {h.text[:200]}")
-    return Answer(_lines(f"**Memory matching “{query}”:**", lines))
+    return Answer(fit_lines(f"**Memory matching “{query}”:**", lines))
 
 
 async def about_member(
@@ -128,7 +106,7 @@ async def about_member(
         return Answer(f"I don't remember anything about {name} that you can see.")
     shown = shown[:ABOUT_LIMIT]
     lines = [_fact_line(f.fact, f.confidence, f.updated_at, f.evidence_text) for f in shown]
-    return Answer(_lines(f"**What I remember about {name}:**", lines))
+    return Answer(fit_lines(f"**What I remember about {name}:**", lines))
 
 
 async def remember_lore(
@@ -201,7 +179,7 @@ async def why_last_reply(
     if not lines:
         lines.append("(nothing you can see)")
     tail = f"({hidden} more from channels you can't read)" if hidden else ""
-    return Answer(_lines(f"**Memory behind my last reply here** ({link}):", lines, tail))
+    return Answer(fit_lines(f"**Memory behind my last reply here** ({link}):", lines, tail))
 
 
 async def _trace_visible(memory: Memory, gid: str, t: Trace, visible: set[str]) -> bool:
@@ -242,71 +220,7 @@ async def change_setting(
     head = "**Memory settings for this server:**"
     if key is not None and value is not None:
         head = f"Set `{key}`. " + head
-    return Answer(_lines(head, lines))
-
-
-# -- confirmation ----------------------------------------------------------------------------
-
-
-class ConfirmView(discord.ui.View):
-    """Two buttons for the member who asked; the action runs at most once."""
-
-    def __init__(
-        self,
-        owner_id: int,
-        action: Callable[[], Awaitable[str]],
-        *,
-        confirm_label: str,
-        timeout: float = 60.0,
-    ) -> None:
-        super().__init__(timeout=timeout)
-        self.owner_id = owner_id
-        self.action = action
-        self.done = False
-        self.confirm.label = confirm_label
-        # Set by the command once the prompt is shown, so a timeout can update it.
-        self.interaction: discord.Interaction | None = None
-
-    async def on_timeout(self) -> None:
-        if self.done or self.interaction is None:
-            return
-        self.done = True
-        try:
-            await self.interaction.edit_original_response(
-                content="Timed out; nothing was erased.", view=None
-            )
-        except discord.HTTPException:
-            pass
-
-    async def interaction_check(self, interaction: discord.Interaction) -> bool:
-        if interaction.user.id != self.owner_id:
-            await interaction.response.send_message("This isn't your button.", ephemeral=True)
-            return False
-        return True
-
-    @discord.ui.button(label="Confirm", style=discord.ButtonStyle.danger)
-    async def confirm(
-        self, interaction: discord.Interaction, button: discord.ui.Button[Any]
-    ) -> None:
-        if self.done:
-            return
-        self.done = True
-        self.stop()
-        await interaction.response.edit_message(content="Working on it…", view=None)
-        try:
-            text = await self.action()
-        except Exception:
-            log.exception("confirmed action failed")
-            text = "Sorry, that failed. Nothing was changed that I know of; please try again."
-        await interaction.edit_original_response(content=text)
-
-    @discord.ui.button(label="Cancel", style=discord.ButtonStyle.secondary)
-    async def cancel(
-        self, interaction: discord.Interaction, button: discord.ui.Button[Any]
-    ) -> None:
-        self.done = True
-        self.stop()
-        await interaction.response.edit_message(content="Cancelled; nothing was erased.", view=None)
+    return Answer(fit_lines(head, lines))
 
 
 async def voice_consent(
@@ -382,26 +296,9 @@ class MemoryCommands(commands.Cog):
     def memory(self) -> Memory:
         return self.bot.memory
 
-    async def _send(self, interaction: discord.Interaction, answer: Answer) -> None:
-        kwargs: dict[str, Any] = {
-            "ephemeral": answer.ephemeral,
-            "allowed_mentions": NO_PINGS,
-        }
-        if answer.view is not None:
-            kwargs["view"] = answer.view
-            if isinstance(answer.view, ConfirmView):
-                answer.view.interaction = interaction
-        text = _clip(answer.text)
-        if interaction.response.is_done():
-            await interaction.followup.send(text, **kwargs)
-        else:
-            await interaction.response.send_message(text, **kwargs)
-
     @staticmethod
     def _where(interaction: discord.Interaction) -> tuple[discord.Guild, Any, discord.Member]:
-        guild, member = interaction.guild, interaction.user
-        if guild is None or not isinstance(member, discord.Member):
-            raise app_commands.NoPrivateMessage()
+        guild, member = guild_member(interaction)
         return guild, interaction.channel, member
 
     @memory_group.command(name="search", description="Search this server's memory")
@@ -418,47 +315,47 @@ class MemoryCommands(commands.Cog):
         answer = await search_memory(
             self.memory, guild, channel, member, query, scope.value if scope else "facts"
         )
-        await self._send(interaction, answer)
+        await send_answer(interaction, answer)
 
     @memory_group.command(name="about", description="What I remember about a member")
     async def about(self, interaction: discord.Interaction, member: discord.Member) -> None:
         guild, _, asker = self._where(interaction)
-        await self._send(interaction, await about_member(self.memory, guild, asker, member))
+        await send_answer(interaction, await about_member(self.memory, guild, asker, member))
 
     @memory_group.command(name="remember", description="Add a line of server lore")
     @app_commands.describe(text="Something about this server worth remembering")
     async def remember(self, interaction: discord.Interaction, text: str) -> None:
         guild, channel, member = self._where(interaction)
-        await self._send(
+        await send_answer(
             interaction, await remember_lore(self.memory, guild, channel, member, text)
         )
 
     @memory_group.command(name="forget-me", description="Erase everything remembered about you")
     async def forget_me(self, interaction: discord.Interaction) -> None:
         guild, _, member = self._where(interaction)
-        await self._send(interaction, forget_me_prompt(self.memory, guild, member))
+        await send_answer(interaction, forget_me_prompt(self.memory, guild, member))
 
     @memory_group.command(name="voice-opt-out", description="Never transcribe my voice here")
     async def voice_opt_out(self, interaction: discord.Interaction) -> None:
         guild, _, member = self._where(interaction)
         answer = await voice_consent(self.memory, self.bot.voice, guild.id, member.id, True)
-        await self._send(interaction, answer)
+        await send_answer(interaction, answer)
 
     @memory_group.command(name="voice-opt-in", description="Allow transcribing my voice again")
     async def voice_opt_in(self, interaction: discord.Interaction) -> None:
         guild, _, member = self._where(interaction)
         answer = await voice_consent(self.memory, self.bot.voice, guild.id, member.id, False)
-        await self._send(interaction, answer)
+        await send_answer(interaction, answer)
 
     @memory_group.command(name="why", description="The memory behind my last reply here")
     async def why(self, interaction: discord.Interaction) -> None:
         guild, channel, member = self._where(interaction)
-        await self._send(interaction, await why_last_reply(self.memory, guild, channel, member))
+        await send_answer(interaction, await why_last_reply(self.memory, guild, channel, member))
 
     @admin_group.command(name="forget-member", description="Erase everything about a member")
     async def forget_member(self, interaction: discord.Interaction, member: discord.Member) -> None:
         guild, _, operator = self._where(interaction)
-        await self._send(interaction, forget_member_prompt(self.memory, guild, operator, member))
+        await send_answer(interaction, forget_member_prompt(self.memory, guild, operator, member))
 
     @admin_group.command(name="setting", description="Show or change a memory setting")
     @app_commands.choices(key=SETTING_KEYS)
@@ -471,25 +368,12 @@ class MemoryCommands(commands.Cog):
     ) -> None:
         guild, _, member = self._where(interaction)
         answer = await change_setting(self.memory, guild, member, key.value if key else None, value)
-        await self._send(interaction, answer)
+        await send_answer(interaction, answer)
 
     async def cog_app_command_error(
         self, interaction: discord.Interaction, error: app_commands.AppCommandError
     ) -> None:
-        log.warning(
-            "/%s failed: %s",
-            interaction.command.qualified_name if interaction.command else "?",
-            error,
-        )
-        text = (
-            "This command only works in a server."
-            if isinstance(error, app_commands.NoPrivateMessage)
-            else "Sorry, that command failed. Please try again."
-        )
-        try:
-            await self._send(interaction, Answer(text))
-        except discord.HTTPException:
-            pass
+        await answer_command_error(interaction, error)
 
 
 async def setup(bot: commands.Bot) -> None:

@@ -21,7 +21,14 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.client import GuildloreBot
-from bot.cogs.memory_commands import NO_PINGS, Answer, _clip, _lines, is_operator
+from bot.cogs.answers import (
+    Answer,
+    answer_command_error,
+    fit_lines,
+    guild_member,
+    is_operator,
+    send_answer,
+)
 from bot.voice.service import VoiceJoinError, VoiceManager
 from memory.service import Memory
 
@@ -147,7 +154,7 @@ async def voice_status(
         f"**Voice:** transcribing <#{session['channel_id']}>, started {since}"
         f"{'' if session['listening'] else ' (not receiving)'}"
     )
-    return Answer(_lines(head, lines, tail))
+    return Answer(fit_lines(head, lines, tail))
 
 
 async def leave_if_empty(bot: GuildloreBot, guild: discord.Guild) -> bool:
@@ -182,42 +189,27 @@ class VoiceCommands(commands.Cog):
         if self.bot.voice is not None:
             await self.bot.voice.close()
 
-    @staticmethod
-    def _where(interaction: discord.Interaction) -> tuple[discord.Guild, discord.Member]:
-        guild, member = interaction.guild, interaction.user
-        if guild is None or not isinstance(member, discord.Member):
-            raise app_commands.NoPrivateMessage()
-        return guild, member
-
-    @staticmethod
-    async def _send(interaction: discord.Interaction, answer: Answer) -> None:
-        text = _clip(answer.text)
-        if interaction.response.is_done():
-            await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_PINGS)
-        else:
-            await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_PINGS)
-
     @voice_group.command(name="join", description="Start transcribing a voice channel")
     @app_commands.describe(channel="Voice channel (default: the one you are in)")
     async def join(
         self, interaction: discord.Interaction, channel: discord.VoiceChannel | None = None
     ) -> None:
-        guild, member = self._where(interaction)
+        guild, member = guild_member(interaction)
         if is_operator(member):  # connecting can take seconds
             await interaction.response.defer(ephemeral=True, thinking=True)
-        await self._send(interaction, await join_voice(self.bot, guild, member, channel))
+        await send_answer(interaction, await join_voice(self.bot, guild, member, channel))
 
     @voice_group.command(name="leave", description="Stop transcribing and leave the channel")
     async def leave(self, interaction: discord.Interaction) -> None:
-        guild, member = self._where(interaction)
-        await self._send(interaction, await leave_voice(self.bot, guild, member))
+        guild, member = guild_member(interaction)
+        await send_answer(interaction, await leave_voice(self.bot, guild, member))
 
     @voice_group.command(name="status", description="What is being transcribed, with counters")
     async def status(self, interaction: discord.Interaction) -> None:
-        guild, _ = self._where(interaction)
+        guild, _ = guild_member(interaction)
         bot = self.bot
         answer = await voice_status(bot.memory, bot.voice, bot.voice_unavailable, guild)
-        await self._send(interaction, answer)
+        await send_answer(interaction, answer)
 
     @commands.Cog.listener()
     async def on_voice_state_update(
@@ -244,20 +236,7 @@ class VoiceCommands(commands.Cog):
     async def cog_app_command_error(
         self, interaction: discord.Interaction, error: app_commands.AppCommandError
     ) -> None:
-        log.warning(
-            "/%s failed: %s",
-            interaction.command.qualified_name if interaction.command else "?",
-            error,
-        )
-        text = (
-            "This command only works in a server."
-            if isinstance(error, app_commands.NoPrivateMessage)
-            else "Sorry, that command failed. Please try again."
-        )
-        try:
-            await self._send(interaction, Answer(text))
-        except discord.HTTPException:
-            pass
+        await answer_command_error(interaction, error)
 
 
 async def setup(bot: commands.Bot) -> None:
