@@ -13,7 +13,7 @@ import functools
 import re
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import Any, NamedTuple
 
 from memory.clock import normalise_iso
 from memory.models import IncomingMessage
@@ -107,15 +107,18 @@ class Channel:
 Converted = tuple[IncomingMessage | None, str | None, str | None, str | None]
 
 
-def from_dce(obj: Any, ctx: Channel) -> Converted:
-    """One element of a DCE ``messages`` array."""
-    if not isinstance(obj, dict):
-        return None, "bad_record", None, f"not a JSON object: {type(obj).__name__}"
-    message_id = snowflake(obj.get("id"))
-    if message_id is None:
-        return None, "bad_record", None, "missing or invalid 'id'"
-    if ctx.is_dm:
-        return None, "dm", message_id, None
+class _Core(NamedTuple):
+    """The fields both formats carry alike, checked."""
+
+    number: int
+    author: dict[str, Any]
+    author_id: str
+    created_at: str
+    content: str
+
+
+def _core(obj: dict[str, Any], message_id: str, *, forwarded: bool) -> _Core | Converted:
+    """Type, author, timestamp and content of a DCE or API message, or why it is skipped."""
     number, label = kind(obj.get("type", 0))
     if number not in INGESTED_KINDS:
         return None, f"system_type:{label}", message_id, None
@@ -128,8 +131,23 @@ def from_dce(obj: Any, ctx: Channel) -> Converted:
         return None, "bad_record", message_id, "missing or invalid 'timestamp'"
     content = clean_content(obj.get("content"))
     if not content.strip():
-        reason = "forward" if obj.get("forwardedMessage") else "empty_content"
-        return None, reason, message_id, None
+        return None, "forward" if forwarded else "empty_content", message_id, None
+    return _Core(number, author, author_id, created_at, content)
+
+
+def from_dce(obj: Any, ctx: Channel) -> Converted:
+    """One element of a DCE ``messages`` array."""
+    if not isinstance(obj, dict):
+        return None, "bad_record", None, f"not a JSON object: {type(obj).__name__}"
+    message_id = snowflake(obj.get("id"))
+    if message_id is None:
+        return None, "bad_record", None, "missing or invalid 'id'"
+    if ctx.is_dm:
+        return None, "dm", message_id, None
+    core = _core(obj, message_id, forwarded=bool(obj.get("forwardedMessage")))
+    if not isinstance(core, _Core):
+        return core
+    number, author, author_id, created_at, content = core
     reply_to = None
     ref = obj.get("reference")
     if isinstance(ref, dict) and ref.get("type", "Default") != "Forward":
@@ -169,20 +187,10 @@ def from_api(obj: Any, default_guild: str | None) -> Converted:
     guild_id = snowflake(obj.get("guild_id")) or default_guild
     if guild_id is None:
         return None, "no_guild", message_id, None
-    number, label = kind(obj.get("type", 0))
-    if number not in INGESTED_KINDS:
-        return None, f"system_type:{label}", message_id, None
-    author = obj.get("author")
-    author_id = snowflake(author.get("id")) if isinstance(author, dict) else None
-    if author_id is None or not isinstance(author, dict):
-        return None, "bad_record", message_id, "missing or invalid 'author.id'"
-    created_at = timestamp(obj.get("timestamp"))
-    if created_at is None:
-        return None, "bad_record", message_id, "missing or invalid 'timestamp'"
-    content = clean_content(obj.get("content"))
-    if not content.strip():
-        reason = "forward" if obj.get("message_snapshots") else "empty_content"
-        return None, reason, message_id, None
+    core = _core(obj, message_id, forwarded=bool(obj.get("message_snapshots")))
+    if not isinstance(core, _Core):
+        return core
+    number, author, author_id, created_at, content = core
     reply_to = None
     ref = obj.get("message_reference")
     if isinstance(ref, dict) and ref.get("type", 0) != 1:  # 1 = forward
