@@ -96,6 +96,11 @@ class Memory(OperatorOps):
         self.snapshot = SnapshotRefresher(self._refresh_snapshot_file, config.snapshot.debounce_s)
         self._retriever: Any = None
         self._replay_task: asyncio.Task[None] | None = None
+        # Overflow catch-up has its own task and a "more drops" flag: a drop
+        # marked while the start-up replay or an earlier catch-up is reading
+        # must still be picked up (CI once lost two dropped rows that way).
+        self._catch_up_task: asyncio.Task[None] | None = None
+        self._drops_pending = False
         self._started = False
         self.rejected: dict[str, int] = {}
         # Retrieval latency (search + prompt slices), for the dashboard and /metrics.
@@ -151,10 +156,11 @@ class Memory(OperatorOps):
         if not self._started:
             return
         self.queue.accepting = False
-        if self._replay_task is not None:
-            self._replay_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._replay_task
+        for task in (self._replay_task, self._catch_up_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         timeout = self.config.ingest.drain_timeout_s if drain_timeout is None else drain_timeout
         drained = await self.queue.drain(timeout)
         if not drained:
@@ -250,12 +256,17 @@ class Memory(OperatorOps):
         await self.db.write(work)
         # Overflow sheds load now, not memory: once the burst has passed, the
         # dropped rows are queued again (SPEC §8 replay, without a restart).
-        if self._replay_task is None or self._replay_task.done():
-            self._replay_task = asyncio.create_task(self._catch_up(), name="ingest-catch-up")
+        self._drops_pending = True
+        if self._catch_up_task is None or self._catch_up_task.done():
+            self._catch_up_task = asyncio.create_task(self._catch_up(), name="ingest-catch-up")
 
     async def _catch_up(self) -> None:
-        await self.queue.wait_depth_at_most(self.config.ingest.queue_capacity // 2)
-        await self._replay()
+        # The flag is cleared before each pass reads, so a drop marked during
+        # the pass (after its read went by that row) forces one more pass.
+        while self._drops_pending and self.queue.accepting:
+            await self.queue.wait_depth_at_most(self.config.ingest.queue_capacity // 2)
+            self._drops_pending = False
+            await self._replay()
 
     async def _replay(self) -> None:
         """Process messages an earlier run (or an overflow) left unfinished."""

@@ -108,6 +108,39 @@ async def test_overflow_drops_oldest_counts_logs_and_keeps_row(make_memory: Any)
     assert await mem.drain(5)
 
 
+async def test_overflow_catch_up_runs_while_the_start_up_replay_is_still_reading(
+    make_memory: Any,
+) -> None:
+    # CI once lost dropped rows: a drop seen while the start-up replay was
+    # still running scheduled no catch-up, and that replay had read the rows
+    # before they were marked dropped.
+    gate = asyncio.Event()
+
+    class Blocking(ScriptedExtractor):
+        async def extract_batch(self, items: Any, max_facts: int) -> Any:
+            await gate.wait()
+            return await super().extract_batch(items, max_facts)
+
+    mem = await make_memory(
+        extractor=Blocking(echo_fact),
+        ingest=IngestConfig(queue_capacity=3, workers=1, batch_size=1),
+    )
+    slow_start_up = asyncio.Event()
+    mem._replay_task = asyncio.create_task(slow_start_up.wait())
+    outs = [await mem.ingest_message(msg(f"I collect stamp number {i} now.")) for i in range(6)]
+    dropped = [o for o in outs if o.done.done() and o.done.result() is False]
+    assert len(dropped) == 2
+    gate.set()
+    states: list[str] = []
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        states = [(await mem.get_message(GUILD, o.message_id)).state for o in dropped]
+        if states == ["done", "done"]:
+            break
+    assert states == ["done", "done"]
+    slow_start_up.set()
+
+
 async def test_dropped_messages_are_replayed_on_restart(make_memory: Any, tmp_path: Any) -> None:
     gate = asyncio.Event()
 
