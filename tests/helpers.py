@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from memory.clock import iso
@@ -19,6 +20,30 @@ OTHER_GUILD = "222222222222222222"
 CHANNEL = "333333333333333333"
 ALICE = "444444444444444444"
 BOB = "555555555555555555"
+
+
+# Generous on purpose: a passing test returns at the first true check, so the
+# deadline only matters on a slow or busy machine, where a tight one flakes.
+EVENTUALLY_S = 30.0
+
+
+async def eventually(
+    check: Callable[[], bool | Awaitable[bool]],
+    timeout: float = EVENTUALLY_S,
+    interval: float = 0.02,
+) -> bool:
+    """Poll ``check`` (plain or async) until it is true; False at the deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(interval)
 
 
 def msg(

@@ -3,7 +3,6 @@ and everything is processed exactly once after restart."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from memory import store
-from tests.helpers import GUILD, ScriptedExtractor, echo_fact
+from tests.helpers import GUILD, ScriptedExtractor, echo_fact, eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,10 +70,7 @@ async def test_sigkill_mid_stream_loses_nothing_and_processes_once(
 
     ext = ScriptedExtractor(echo_fact)
     mem = await make_memory(extractor=ext, data_dir=data, embeddings="none")
-    for _ in range(200):
-        await asyncio.sleep(0.05)
-        if mem.queue.idle() and mem.queue.stats.replayed > 0:
-            break
+    await eventually(lambda: mem.queue.idle() and mem.queue.stats.replayed > 0)
     assert await mem.drain(10)
     states = await mem.db.read(store.message_states, acked)
     assert set(states) == set(acked), "every acknowledged message is in `messages`"

@@ -8,7 +8,12 @@ from typing import Any
 from memory import store
 from memory.config import IngestConfig
 from memory.models import Candidate
-from tests.helpers import ALICE, BOB, GUILD, ScriptedExtractor, echo_fact, msg
+from tests.helpers import ALICE, BOB, GUILD, ScriptedExtractor, echo_fact, eventually, msg
+
+
+async def _states_are(mem: Any, outs: list[Any], state: str) -> bool:
+    rows = [await mem.get_message(GUILD, o.message_id) for o in outs]
+    return all(r is not None and r.state == state for r in rows)
 
 
 async def _facts(mem: Any, subject: str = ALICE, active: bool | None = True) -> list[Any]:
@@ -91,20 +96,13 @@ async def test_overflow_drops_oldest_counts_logs_and_keeps_row(make_memory: Any)
     dropped = [o for o in outs if o.done.done() and o.done.result() is False]
     assert len(dropped) == 2
     assert mem.queue.stats.dropped == 2
-    await asyncio.sleep(0.05)
-    for o in dropped:
-        row = await mem.get_message(GUILD, o.message_id)
-        assert row is not None and row.state == "dropped", "kept for replay, not lost"
+    # The rows are kept for replay, not lost (the mark is written off the ack path).
+    assert await eventually(lambda: _states_are(mem, dropped, "dropped"))
     log = await mem.action_log(kind="bot_error")
     assert any("memory_ingest_queue_overflow" in e.message for e in log)
     gate.set()
     # Once the burst has passed, dropped rows are caught up without a restart.
-    for _ in range(100):
-        await asyncio.sleep(0.05)
-        states = [(await mem.get_message(GUILD, o.message_id)).state for o in dropped]
-        if states == ["done", "done"]:
-            break
-    assert states == ["done", "done"]
+    assert await eventually(lambda: _states_are(mem, dropped, "done"))
     assert await mem.drain(5)
 
 
@@ -131,13 +129,7 @@ async def test_overflow_catch_up_runs_while_the_start_up_replay_is_still_reading
     dropped = [o for o in outs if o.done.done() and o.done.result() is False]
     assert len(dropped) == 2
     gate.set()
-    states: list[str] = []
-    for _ in range(100):
-        await asyncio.sleep(0.05)
-        states = [(await mem.get_message(GUILD, o.message_id)).state for o in dropped]
-        if states == ["done", "done"]:
-            break
-    assert states == ["done", "done"]
+    assert await eventually(lambda: _states_are(mem, dropped, "done"))
     slow_start_up.set()
 
 

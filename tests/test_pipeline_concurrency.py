@@ -18,7 +18,7 @@ from memory.errors import StorageError
 from memory.extract import ExtractionItem, LLMExtractor
 from memory.models import Candidate
 from tests.fakeopenai import FakeOpenAI
-from tests.helpers import ALICE, BOB, GUILD, OTHER_GUILD, echo_fact, msg
+from tests.helpers import ALICE, BOB, GUILD, OTHER_GUILD, echo_fact, eventually, msg
 
 CH_SLOW = "900000000000000001"
 CH_FAST = "900000000000000002"
@@ -71,13 +71,13 @@ async def test_later_batch_waits_to_write_but_not_to_extract(make_memory: Any) -
     bob = await mem.ingest_message(
         msg("note three about boats", author=BOB, name="Bob", channel=CH_FAST)
     )
+
     # Bob's message may share the second batch, but not Alice's wait: it is written.
-    for _ in range(250):
+    async def bob_written() -> bool:
         row = await mem.get_message(GUILD, bob.message_id)
-        if row is not None and row.state == "done":
-            break
-        await asyncio.sleep(0.02)
-    assert row is not None and row.state == "done"
+        return row is not None and row.state == "done"
+
+    assert await eventually(bob_written)
     second_row = await mem.get_message(GUILD, second.message_id)
     assert second_row is not None and second_row.state == "pending"
     assert not first.done.done() and not second.done.done()
@@ -174,12 +174,13 @@ async def test_dropped_then_replayed_messages_are_journaled_once(make_memory: An
     ]
     assert mem.queue.stats.dropped >= 4
     ext.gate.set()
-    for _ in range(200):
-        await asyncio.sleep(0.02)
+
+    async def all_done() -> bool:
         states = await mem.db.read(store.message_states, [o.message_id for o in outs])
-        if {s for s, _ in states.values()} == {"done"}:
-            break
-    assert {s for s, _ in states.values()} == {"done"}
+        return {s for s, _ in states.values()} == {"done"}
+
+    assert await eventually(all_done)
+    states = await mem.db.read(store.message_states, [o.message_id for o in outs])
     assert all(journaled for _, journaled in states.values())
     text = mem.journal.daily_files()[0].read_text()
     for i in range(8):

@@ -5,7 +5,6 @@ same facts, same bm25, same order of ties — and so the same search results.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -17,7 +16,7 @@ import pytest
 from memory import retrieval, store
 from memory.query import fts_match_expression
 from memory.retrieval_sql import SharedPart, fts_fact_ranks, merge_ranks
-from tests.helpers import CHANNEL, GUILD, OTHER_GUILD
+from tests.helpers import CHANNEL, GUILD, OTHER_GUILD, eventually
 from tests.test_retrieval import filler_facts, insert_facts
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -102,11 +101,7 @@ async def test_search_with_the_split_equals_search_without(
     # It did split: every query ran as a lower and an upper half.
     assert len(calls) == 2 * len(QUERIES)
     # The offers to the second reader are not kept once done.
-    for _ in range(50):
-        if not mem.retriever._offers:
-            break
-        await asyncio.sleep(0.01)
-    assert not mem.retriever._offers
+    assert await eventually(lambda: not mem.retriever._offers)
     assert all(len(c) == 5 and (c[3] is None) != (c[4] is None) for c in calls)
 
 

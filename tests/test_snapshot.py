@@ -352,7 +352,7 @@ def test_write_atomic_failure_keeps_old_file(tmp_path: Path) -> None:
 # -- refresher ---------------------------------------------------------------
 
 
-async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+async def until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, "condition not reached"

@@ -26,6 +26,7 @@ from bot.voice.stt import OpenAITranscriber, encode_wav
 from bot.voice.types import FRAME_BYTES, MONO_FRAME_BYTES, VoiceSettings
 from bot.voice.vad import WebRtcVad
 from memory.models import IncomingMessage
+from tests.helpers import eventually
 
 # ── helpers ─────────────────────────────────────────────────────────────
 
@@ -419,10 +420,7 @@ async def test_idle_task_ends_turn_when_packets_stop() -> None:
     await asyncio.sleep(0.05)
     assert got == []
     clock.now += 0.6
-    for _ in range(100):
-        if got:
-            break
-        await asyncio.sleep(0.01)
+    assert await eventually(lambda: bool(got))
     assert len(got) == 1  # transcribed while the pipeline is still running
     await pipe.close()
 
