@@ -11,7 +11,6 @@ does not dispatch app commands); a fake ``Interaction`` checks the handlers.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from bot.settings import SettingsError, load_settings
 from bot.voice.service import VoiceManager, memory_consent_store
 from bot.voice.stt import OpenAITranscriber, local_stt_available
 from tests.fakeopenai import FakeOpenAI
+from tests.helpers import eventually
 from tests.test_bot import Harness, open_harness, overwrite
 from tests.test_bot_commands import _grant_manage_guild
 from tests.test_voice_service import FakeVoiceClient, say
@@ -295,7 +295,12 @@ async def test_status_text(vh: VoiceHarness) -> None:
     await vh.move(h.alice, vh.lounge)
     await join_voice(h.bot, h.guild, h.alice, vh.lounge)
     say(vh.clients[0].sink, h.bob, 10, vh.clock)  # type: ignore[arg-type]
-    await asyncio.sleep(0.05)
+
+    async def frames_counted() -> bool:
+        status = await voice_status(h.memory, vh.manager, "", h.guild)
+        return "• dropped: 10 frames" in status.text
+
+    assert await eventually(frames_counted)  # the frame task runs off the sink's thread
     busy = await voice_status(h.memory, vh.manager, "", h.guild)
     lines = busy.text.splitlines()
     assert lines[0].startswith(f"**Voice:** transcribing <#{vh.lounge.id}>, started <t:")
