@@ -140,6 +140,16 @@ def _embedder_alone(export: Path) -> dict[str, Any]:
     }
 
 
+def _shown_path(path: Path) -> str:
+    # Relative to the checkout's parent when under it, so the committed JSON
+    # names no directory of the machine that ran it.
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(ROOT.parent.resolve()))
+    except ValueError:
+        return str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--export", type=Path, default=DEFAULT_EXPORT)
@@ -157,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "benchmark": "import",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "export": str(args.export),
+        "export": _shown_path(args.export),
         "export_bytes": args.export.stat().st_size,
         "machine": {
             "cpus": os.cpu_count(),
