@@ -98,6 +98,11 @@ class EmbeddingService:
         # importer) embeds them afterwards with ``reindex``, so facts and their
         # vectors are not queued behind thousands of message embeddings.
         self.defer_messages = False
+        # Background work runs niced so a live bot's event loop keeps a core.
+        # A foreground command (import, demo start-up) has nothing to protect
+        # and turns it off: under other load a nice-10 thread gets a tenth of
+        # a core (the demo took 63 s instead of 7 beside two busy processes).
+        self.low_priority = True
         self._embedders: dict[str, Embedder] = {}
         self._owned: set[str] = set()  # embedders made here (closed here); given ones are not
         self.enabled = cfg.provider != "none" or embedder is not None
@@ -325,7 +330,7 @@ class EmbeddingService:
         for a reply) keeps the embedder's own, normal-priority path."""
         self.stats.calls += 1
         compute = getattr(emb, "embed_sync", None)
-        if not background or compute is None:
+        if not background or not self.low_priority or compute is None:
             return await emb.embed(texts)
         if self._background_pool is None:
             self._background_pool = ThreadPoolExecutor(

@@ -109,3 +109,36 @@ async def test_ctrl_c_while_embedding_messages_stops_and_reindex_finishes(
     assert msg_vectors == 40 < embeddable
     totals = await mem.reindex()
     assert totals["messages"] == embeddable - 40
+
+
+async def test_import_embeds_at_normal_priority_and_live_work_stays_niced(
+    make_memory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Beside two busy processes a nice-10 thread gets a tenth of a core: the
+    # demo took 63 s instead of 7 while its import's embedding ran niced.
+    import os
+    import threading
+
+    from memory import embed as embed_module
+    from memory.embedding_jobs import BACKGROUND_NICE
+    from tests.helpers import msg
+
+    seen: list[int] = []
+    run = embed_module._LoadedModel.run_encoded
+
+    def spy(self: Any, *args: Any) -> Any:
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return run(self, *args)
+
+    monkeypatch.setattr(embed_module._LoadedModel, "run_encoded", spy)
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    mem = await make_memory()
+    report = await import_files(mem, [SAMPLE])
+    assert report.message_vectors > 0 and seen
+    assert set(seen) == {base}, "the import's embedding ran niced"
+    assert mem.embeddings.low_priority is True, "switched back on after the import"
+
+    seen.clear()
+    await mem.ingest_message(msg("I am learning to play the bagpipes this winter."))
+    assert await mem.settle(timeout=60)
+    assert seen and set(seen) == {min(19, base + BACKGROUND_NICE)}

@@ -164,20 +164,26 @@ async def import_files(
     # Facts first: message vectors would otherwise queue ahead of the facts'
     # (they are 99% of the embedding work) and hold the reader back.
     deferred_before, embeddings.defer_messages = embeddings.defer_messages, True
+    # The import is what the person at the terminal is waiting for: its
+    # embedding runs at normal priority (see EmbeddingService.low_priority).
+    niced_before, embeddings.low_priority = embeddings.low_priority, False
     try:
-        await _read_all(memory, paths, report, stop, progress, default_guild_id, guilds)
-        report.interrupted = stop.requested.is_set()
-        report.settled = await _settle(memory, stop, progress, settle_timeout)
+        try:
+            await _read_all(memory, paths, report, stop, progress, default_guild_id, guilds)
+            report.interrupted = stop.requested.is_set()
+            report.settled = await _settle(memory, stop, progress, settle_timeout)
+        finally:
+            embeddings.defer_messages = deferred_before
+        report.ready_seconds = time.monotonic() - started
+        if report.settled and not report.interrupted:
+            report.message_vectors_pending = not await _embed_messages(
+                memory, sorted(guilds), stop, progress
+            )
+            report.interrupted = stop.requested.is_set()
+        else:
+            report.message_vectors_pending = True
     finally:
-        embeddings.defer_messages = deferred_before
-    report.ready_seconds = time.monotonic() - started
-    if report.settled and not report.interrupted:
-        report.message_vectors_pending = not await _embed_messages(
-            memory, sorted(guilds), stop, progress
-        )
-        report.interrupted = stop.requested.is_set()
-    else:
-        report.message_vectors_pending = True
+        embeddings.low_priority = niced_before
     report.seconds = time.monotonic() - started
     after = memory.counters()
     for name, key in (

@@ -68,6 +68,7 @@ async def _main(settings: Any) -> int:
     from memory.errors import MemoryError_
 
     async with open_memory(settings, ingest=False) as memory:
+        memory.embeddings.low_priority = False  # a foreground command: nothing to yield to
         try:
             totals = await memory.reindex(progress=progress)
         except MemoryError_ as exc:
