@@ -117,3 +117,24 @@ def test_demo_starts_serves_and_stops(tmp_path: Path) -> None:
 )
 def test_query_from_fact(fact: str, name: str, query: str | None) -> None:
     assert query_from_fact(fact, name) == query
+
+
+async def test_example_searches_follow_the_history_not_processing_order(
+    make_memory: Any,
+) -> None:
+    # Fact ids follow the order concurrent batches finished in; the demo's
+    # examples changed between runs while they were ordered by id.
+    from bot.commands.demo import example_queries
+    from tests.helpers import ALICE, BOB, GUILD, msg
+
+    mem = await make_memory()
+    later = msg("I am a paleographer.", author=BOB, name="Bob", id="1000000000000002000")
+    earlier = msg("I am a beekeeper.", author=ALICE, name="Alice", id="1000000000000001000")
+    for m in (later, earlier):  # processed in the opposite order of the history
+        assert await (await mem.ingest_message(m)).wait()
+    facts = await mem.list_facts(GUILD, limit=10)
+    by_subject = {f.subject: f for f in facts}
+    assert by_subject[BOB].id < by_subject[ALICE].id
+    assert by_subject[BOB].confidence == by_subject[ALICE].confidence
+    examples = await example_queries(mem, GUILD, wanted=2)
+    assert [q for q, _, _ in examples] == ["beekeeper", "paleographer"]

@@ -212,6 +212,10 @@ def query_from_fact(fact: str, subject_name: str) -> str | None:
     return " ".join(words).lower()
 
 
+def _snowflake(message_id: str | None) -> int:
+    return int(message_id) if message_id and message_id.isdigit() else 0
+
+
 async def example_queries(
     memory: Memory, guild_id: str, wanted: int = EXAMPLES
 ) -> list[tuple[str, int, str]]:
@@ -219,7 +223,10 @@ async def example_queries(
     facts = await memory.list_facts(guild_id, limit=200)
     names = {m["user_id"]: m.get("display_name") or "" for m in await memory.members(guild_id)}
     # Higher confidence first; one example per person and per fact type where possible.
-    facts.sort(key=lambda f: (-f.confidence, f.id))
+    # Ties by the source message's place in the history, not by fact id: ids
+    # follow the order concurrent batches finished in, so the printed examples
+    # changed from one run to the next.
+    facts.sort(key=lambda f: (-f.confidence, _snowflake(f.source_message_id), f.fact))
     chosen: list[tuple[str, int, str]] = []
     seen_subjects: set[str] = set()
     seen_types: set[str] = set()
