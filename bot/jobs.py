@@ -8,7 +8,8 @@
   regenerated so its highlights and source list move to the new day.
 
 The scheduler must be started inside the running loop; all jobs are
-coroutines (they run on the loop thread, next to aiosqlite and discord.py),
+coroutines (they run on the loop thread, next to discord.py; their database
+and embedding work goes to the engine's threads),
 with one instance at a time and missed runs coalesced.
 """
 
