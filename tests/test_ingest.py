@@ -11,6 +11,18 @@ from memory.models import Candidate
 from tests.helpers import ALICE, BOB, GUILD, ScriptedExtractor, echo_fact, eventually, msg
 
 
+class GatedExtractor(ScriptedExtractor):
+    """Every extraction waits for ``gate``: the queue fills up behind it."""
+
+    def __init__(self, gate: asyncio.Event, fn: Any) -> None:
+        super().__init__(fn)
+        self.gate = gate
+
+    async def extract_batch(self, items: Any, max_facts: int) -> Any:
+        await self.gate.wait()
+        return await super().extract_batch(items, max_facts)
+
+
 async def _states_are(mem: Any, outs: list[Any], state: str) -> bool:
     rows = [await mem.get_message(GUILD, o.message_id) for o in outs]
     return all(r is not None and r.state == state for r in rows)
@@ -81,14 +93,8 @@ async def test_duplicate_after_restart_is_noop(make_memory: Any, tmp_path: Any) 
 
 async def test_overflow_drops_oldest_counts_logs_and_keeps_row(make_memory: Any) -> None:
     gate = asyncio.Event()
-
-    class Blocking(ScriptedExtractor):
-        async def extract_batch(self, items: Any, max_facts: int) -> Any:
-            await gate.wait()
-            return await super().extract_batch(items, max_facts)
-
     mem = await make_memory(
-        extractor=Blocking(echo_fact),
+        extractor=GatedExtractor(gate, echo_fact),
         ingest=IngestConfig(queue_capacity=5, workers=1, batch_size=1),
     )
     outs = [await mem.ingest_message(msg(f"I like fruit number {i} a lot.")) for i in range(8)]
@@ -113,14 +119,8 @@ async def test_overflow_catch_up_runs_while_the_start_up_replay_is_still_reading
     # still running scheduled no catch-up, and that replay had read the rows
     # before they were marked dropped.
     gate = asyncio.Event()
-
-    class Blocking(ScriptedExtractor):
-        async def extract_batch(self, items: Any, max_facts: int) -> Any:
-            await gate.wait()
-            return await super().extract_batch(items, max_facts)
-
     mem = await make_memory(
-        extractor=Blocking(echo_fact),
+        extractor=GatedExtractor(gate, echo_fact),
         ingest=IngestConfig(queue_capacity=3, workers=1, batch_size=1),
     )
     slow_start_up = asyncio.Event()
@@ -135,14 +135,8 @@ async def test_overflow_catch_up_runs_while_the_start_up_replay_is_still_reading
 
 async def test_dropped_messages_are_replayed_on_restart(make_memory: Any, tmp_path: Any) -> None:
     gate = asyncio.Event()
-
-    class Blocking(ScriptedExtractor):
-        async def extract_batch(self, items: Any, max_facts: int) -> Any:
-            await gate.wait()
-            return await super().extract_batch(items, max_facts)
-
     mem = await make_memory(
-        extractor=Blocking(echo_fact),
+        extractor=GatedExtractor(gate, echo_fact),
         ingest=IngestConfig(queue_capacity=2, workers=1, batch_size=1),
         data_dir=tmp_path / "d",
     )
