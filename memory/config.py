@@ -55,7 +55,7 @@ class RetrievalConfig:
 class EmbeddingConfig:
     provider: str = "local"  # "local" | "openai" | "none"
     model: str | None = None  # None → provider default
-    batch_size: int = 32
+    batch_size: int = 64  # most texts per local run; runs also stop at BATCH_TOKENS
     threads: int = 2
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import memory.embed as embed_module
 from memory.config import EmbeddingConfig
@@ -330,3 +332,22 @@ async def test_caching_embedder_skips_repeated_texts(fake_openai: FakeOpenAI) ->
     assert cached.model == "text-embedding-3-small" and cached.dims == 384
     await cached.aclose()
     await client.close()
+
+
+@given(
+    lengths=st.lists(st.integers(min_value=1, max_value=600), max_size=300),
+    max_texts=st.integers(min_value=1, max_value=100),
+)
+def test_token_batches_cover_every_text_once_within_both_limits(
+    lengths: list[int], max_texts: int
+) -> None:
+    sorted_lengths = np.array(sorted(lengths), dtype=np.int64)
+    order = np.arange(len(lengths)) * 7  # any positions: they are passed through
+    batches = embed_module._token_batches(sorted_lengths, order, max_texts)
+    assert [int(i) for b in batches for i in b] == [int(i) for i in order]
+    pos = 0
+    for b in batches:
+        assert 1 <= len(b) <= max_texts
+        widest = int(sorted_lengths[pos + len(b) - 1])
+        assert len(b) == 1 or widest * len(b) <= embed_module.BATCH_TOKENS
+        pos += len(b)
