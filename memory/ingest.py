@@ -235,6 +235,8 @@ class IngestQueue:
         await self._wait_for_room()
         if msg.id in self._known:  # submitted again meanwhile
             return self._known[msg.id].done
+        if self._done_recent.get(msg.id):  # or finished meanwhile (two replays read it)
+            return self.known_future(msg.id)
         # A message this run dropped before taking it cannot have a journal
         # line from this run; only one accepted by an earlier run may have one.
         fresh = msg.id in self._dropped_fresh

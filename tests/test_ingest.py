@@ -133,6 +133,32 @@ async def test_overflow_catch_up_runs_while_the_start_up_replay_is_still_reading
     slow_start_up.set()
 
 
+async def test_a_replay_skips_a_message_that_finished_while_it_waited_for_room(
+    make_memory: Any,
+) -> None:
+    # The start-up replay and an overflow catch-up can read the same row; the
+    # one that waits for room must not process it a second time.
+    gate = asyncio.Event()
+    ext = GatedExtractor(gate, echo_fact)
+    mem = await make_memory(
+        extractor=ext, ingest=IngestConfig(queue_capacity=1, workers=1, batch_size=1)
+    )
+    await mem.ingest_message(msg("I knit scarves on the train."))
+    await mem.ingest_message(msg("I knit hats on the bus."))  # the queue is full now
+    late = msg("I knit socks at home.")
+    waiting = asyncio.create_task(mem.queue.enqueue_replay(late))
+    await asyncio.sleep(0)
+    assert not waiting.done(), "waits for room"
+    mem.queue._remember_done(late.id, True)  # the other replay finished it meanwhile
+    replayed = mem.queue.stats.replayed
+    gate.set()
+    fut = await waiting
+    assert fut is not None and await fut is True
+    assert await mem.drain(30)
+    assert mem.queue.stats.replayed == replayed
+    assert all(late.content not in call for call in ext.calls)
+
+
 async def test_dropped_messages_are_replayed_on_restart(make_memory: Any, tmp_path: Any) -> None:
     gate = asyncio.Event()
     mem = await make_memory(
