@@ -30,7 +30,6 @@ from .errors import ExtractionError
 from .extract import ExtractionItem, Extractor
 from .guards import clean_message, filter_candidates
 from .guild_settings import GuildSettings
-from .guild_settings import resolve as resolve_settings
 from .ingest_jobs import Job, extraction_done, wait_written
 from .journal import Journal, JournalLine, format_line
 from .models import Candidate, Fact
@@ -74,7 +73,7 @@ class BatchProcessor:
         clock: Clock,
         on_facts_changed: Callable[[Sequence[Fact]], None],
         on_memory_changed: Callable[[], None],
-        guild_settings: SettingsLookup | None = None,
+        guild_settings: SettingsLookup,
     ) -> None:
         self.db = db
         self.journal = journal
@@ -83,8 +82,8 @@ class BatchProcessor:
         self.clock = clock
         self.on_facts_changed = on_facts_changed
         self.on_memory_changed = on_memory_changed
-        # None: read the settings row per batch (a setting applies to the next
-        # batch without a cache to invalidate).
+        # The engine's cached lookup (updated on every change): a setting
+        # applies from the next batch without a database read per batch.
         self._guild_settings = guild_settings
         self._per_model: dict[str, Extractor] = {}
         self.stats = PipelineStats()
@@ -274,7 +273,7 @@ class BatchProcessor:
         default_model = getattr(base, "model", None)
         if default_model is None:  # not model-based (the offline rules)
             return base
-        model = (await self._settings(guild_id)).extract_model
+        model = (await self._guild_settings(guild_id)).extract_model
         if not model or model == default_model:
             return base
         found = self._per_model.get(model)
@@ -285,12 +284,6 @@ class BatchProcessor:
             found.model = model  # type: ignore[attr-defined]
             self._per_model[model] = found
         return found
-
-    async def _settings(self, guild_id: str) -> GuildSettings:
-        if self._guild_settings is not None:
-            return await self._guild_settings(guild_id)
-        stored = await self.db.read(store_ops.get_guild_settings, guild_id)
-        return resolve_settings(stored)
 
     # -- steps 4, 5, 7: one short transaction per message --------------------------------
     def _write_one(self, con: Any, p: _Prepared, now: str) -> list[Fact]:

@@ -86,6 +86,7 @@ class Memory(OperatorOps):
             clock=clock,
             on_facts_changed=self.embeddings.schedule_facts,
             on_memory_changed=self._memory_changed,
+            guild_settings=self.guild_settings,
         )
         self.queue = IngestQueue(
             config.ingest,
