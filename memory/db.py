@@ -70,15 +70,13 @@ READER_CACHE_KIB = 128 * 1024
 
 
 class _Job:
-    """One unit of work for the writer thread; the result goes back to ``loop``."""
+    """One unit of work for the writer thread; the result goes back to the
+    future's loop."""
 
-    __slots__ = ("fn", "loop", "future")
+    __slots__ = ("fn", "future")
 
-    def __init__(
-        self, fn: Callable[[Any], Any], loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]
-    ) -> None:
-        self.fn = fn  # called with the writer connection, the connection lock not held
-        self.loop = loop
+    def __init__(self, fn: Callable[[], Any], future: asyncio.Future[Any]) -> None:
+        self.fn = fn  # called on the writer thread, the connection lock not held
         self.future = future
 
 
@@ -125,7 +123,7 @@ class Database:
             max_workers=self._readers, thread_name_prefix="guildlore-db-r"
         )
         try:
-            await self._submit(lambda _con: self._open_writer(), urgent=True)
+            await self._submit(self._open_writer, urgent=True)
         except BaseException:
             await self.close()
             raise
@@ -153,7 +151,7 @@ class Database:
         if thread is not None:
             if self._writer_con is not None:
                 with contextlib.suppress(StorageError):
-                    await self._submit(lambda _con: self._close_writer())
+                    await self._submit(self._close_writer)
             with self._cond:
                 self._stopping = True
                 self._cond.notify()
@@ -190,7 +188,7 @@ class Database:
                     return self._transaction(fn, args)
                 finally:
                     self._con_lock.release()
-        return await self._submit(lambda _con: self._locked_transaction(fn, args))
+        return await self._submit(partial(self._locked_transaction, fn, args))
 
     async def write_each(self, fn: Callable[..., T], items: Sequence[Any], *args: Any) -> list[T]:
         """Run ``fn(con, item, *args)`` for each item, each in its own transaction.
@@ -200,7 +198,7 @@ class Database:
         if not items:
             return []
 
-        def run(_con: Any) -> list[T]:
+        def run() -> list[T]:
             out: list[T] = []
             for i, item in enumerate(items):
                 if i:
@@ -210,12 +208,11 @@ class Database:
 
         return await self._submit(run)
 
-    async def _submit(self, fn: Callable[[Any], T], *, urgent: bool | None = None) -> T:
+    async def _submit(self, fn: Callable[[], T], *, urgent: bool | None = None) -> T:
         if self._writer_thread is None or self._stopping:
             raise StorageError("database is closed")
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[T] = loop.create_future()
-        job = _Job(fn, loop, fut)
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        job = _Job(fn, fut)
         with self._cond:
             if URGENT.get() if urgent is None else urgent:
                 self._urgent.append(job)
@@ -259,11 +256,11 @@ class Database:
         result: Any = None
         error: BaseException | None = None
         try:
-            result = job.fn(self._writer_con)
+            result = job.fn()
         except BaseException as exc:  # handed to the awaiting task
             error = exc
         try:
-            job.loop.call_soon_threadsafe(_resolve, job.future, result, error)
+            job.future.get_loop().call_soon_threadsafe(_resolve, job.future, result, error)
         except RuntimeError:  # the loop is closed; nobody is waiting any more
             pass
 
@@ -304,7 +301,7 @@ class Database:
         """Fold the WAL into the main file and truncate it (after an erase, the
         WAL would otherwise still hold the old page images)."""
 
-        def run(_con: Any) -> None:
+        def run() -> None:
             with self._con_lock:
                 if self._writer_con is None:
                     raise StorageError("database is closed")
