@@ -258,9 +258,6 @@ class _LoadedModel:
         counts = np.maximum(weights.sum(axis=1), 1e-9)
         return normalise_rows(summed / counts)
 
-    def run(self, texts: list[str]) -> np.ndarray:
-        return self.run_encoded(*self.encode(texts))
-
 
 class LocalMiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX, 384 dims) on onnxruntime, fully offline.

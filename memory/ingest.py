@@ -43,9 +43,7 @@ from .config import IngestConfig
 from .db import URGENT
 from .ingest_jobs import Batch as Batch
 from .ingest_jobs import Job as Job
-from .ingest_jobs import extraction_done as extraction_done
 from .ingest_jobs import release_in_order
-from .ingest_jobs import wait_written as wait_written
 from .models import IncomingMessage, IngestOutcome
 
 log = logging.getLogger(__name__)

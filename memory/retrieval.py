@@ -43,7 +43,6 @@ from .query import MAX_MATCH_TERMS, MAX_QUERY_CHARS, QueryPlan, fts_match_expres
 from .retrieval_base import Mode, QueryVector, RetrievalTuning, log
 from .retrieval_messages import MessageSearch
 from .retrieval_sql import (
-    MESSAGE_CONFIDENCE,
     SharedPart,
     age_days,
     fact_hit,
@@ -58,7 +57,6 @@ from .vector_index import GuildMatrix
 __all__ = [
     "MAX_MATCH_TERMS",
     "MAX_QUERY_CHARS",
-    "MESSAGE_CONFIDENCE",
     "RetrievalTuning",
     "Retriever",
     "fts_match_expression",

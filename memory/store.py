@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .models import LORE_SUBJECT, Fact, HistoryEntry
-from .store_messages import MESSAGE_COLUMNS as MESSAGE_COLUMNS
 from .store_messages import _chunks, _prefixed
 from .store_messages import finish_message as finish_message
 from .store_messages import get_message as get_message
@@ -21,8 +20,6 @@ from .store_messages import mark_journaled as mark_journaled
 from .store_messages import mark_messages as mark_messages
 from .store_messages import message_states as message_states
 from .store_messages import messages_by_seq as messages_by_seq
-from .store_messages import recent_channel_messages as recent_channel_messages
-from .store_messages import row_to_message as row_to_message
 from .store_messages import search_messages_fts as search_messages_fts
 from .store_messages import set_channel_name as set_channel_name
 from .store_messages import set_guild_name as set_guild_name

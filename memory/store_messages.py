@@ -199,17 +199,6 @@ def get_message(con: Any, guild_id: str, message_id: str) -> StoredMessage | Non
     return row_to_message(row) if row else None
 
 
-def recent_channel_messages(
-    con: Any, guild_id: str, channel_id: str, limit: int
-) -> list[StoredMessage]:
-    rows = con.execute(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE guild_id = ? AND channel_id = ? "
-        "ORDER BY created_at DESC LIMIT ?",
-        (guild_id, channel_id, limit),
-    ).fetchall()
-    return [row_to_message(r) for r in rows]
-
-
 def messages_by_seq(con: Any, guild_id: str, seqs: Sequence[int]) -> dict[int, StoredMessage]:
     out: dict[int, StoredMessage] = {}
     for chunk in _chunks(list(seqs), 500):
