@@ -147,6 +147,9 @@ class GuildMatrix:
         self._n = n
         self._row = {int(i): r for r, i in enumerate(ids.tolist())}
         self._dead = 0
+        # (n, dead) only grows between installs; an install may bring back an
+        # earlier pair with other ids, so the cached median is dropped here.
+        self._median = ((-1, -1), None)
 
     # -- changes ------------------------------------------------------------------------------
     def put(self, ids: Sequence[int], vecs: np.ndarray) -> None:

@@ -145,3 +145,19 @@ def test_shared_part_runs_once_on_whichever_thread_claims_it() -> None:
     part.offer("reader-b")
     with pytest.raises(ValueError, match="bad match"):
         part.result("reader-a")
+
+
+def test_median_follows_a_compaction_back_to_an_earlier_row_count() -> None:
+    # The cached median is keyed on (rows, dead rows); a compaction can bring
+    # back an earlier pair with other ids, which used to return the old median.
+    from memory.vector_index import GuildMatrix
+
+    m = GuildMatrix("facts", "model", GUILD, dims=2)
+    vecs = np.ones((10, 2), dtype=np.float32)
+    m.fill(np.arange(1, 11, dtype=np.int64), vecs)
+    assert m.median_id() == 6
+    m.remove(range(1, 6))  # archive five ...
+    m.put(list(range(101, 106)), vecs[:5])  # ... add five newer ones
+    assert m.compact_if_needed(0.1)
+    assert m.rows == 10  # (10 rows, 0 dead) again, now ids 6..10 and 101..105
+    assert m.median_id() == 101
