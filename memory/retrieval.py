@@ -200,7 +200,7 @@ class Retriever(MessageSearch):
         if missing and qv is not None:
             # Lazy back-fill: a few facts without vectors get one now.
             n = await self.embeddings.embed_facts(guild_id, missing[: self.cfg.backfill_per_query])
-            if n:  # the FTS answer is kept (``upper`` holds it): only vectors changed
+            if n:  # gathered again; only an offered upper FTS half (``upper``) is reused
                 cands, _ = await self.db.read(gather, guild_id, plan, qv, subjects, mat, upper)
         if visible is not None:
             cands = [c for c in cands if c.fact.channel_id is None or c.fact.channel_id in visible]

@@ -169,7 +169,8 @@ class Memory(OperatorOps):
         await self.queue.stop()
         await self.embeddings.settle(timeout=max(0.1, timeout))
         await self.embeddings.stop()
-        await self.retriever.close()
+        if self._retriever is not None:  # never built: nothing to drop
+            await self._retriever.close()
         await self.snapshot.close()
         with contextlib.suppress(Exception):
             await self._refresh_snapshot_file()
