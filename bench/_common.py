@@ -14,6 +14,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 RESULTS = ROOT / "bench" / "results"
+EXPORT = SHARED / "data" / "discord" / "vesuvius-papyrology.json"  # the real export
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -28,19 +29,19 @@ def percentile(values: Sequence[float], p: float) -> float:
 def write_json(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:
     path = out or RESULTS / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
+    # A payload's own "machine" entries (load averages) join the common ones.
+    machine = {"cpus": _cpus(), "python": platform.python_version(), **payload.get("machine", {})}
     payload = {
         "benchmark": name,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": _cpus(), "python": platform.python_version()},
-        **payload,
+        "machine": machine,
+        **{k: v for k, v in payload.items() if k != "machine"},
     }
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
 
 
 def _cpus() -> int:
-    import os
-
     return len(os.sched_getaffinity(0))
 
 
@@ -61,7 +62,7 @@ def _fmt(v: Any) -> str:
 
 def export_texts() -> list[tuple[str, str]]:
     """(author name, content) of the real DiscordChatExporter export, or of the bundled sample."""
-    path = SHARED / "data" / "discord" / "vesuvius-papyrology.json"
+    path = EXPORT
     if not path.exists():
         path = ROOT / "bot" / "data" / "sample_guild.json"
     data = json.loads(path.read_text())

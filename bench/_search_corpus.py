@@ -246,7 +246,6 @@ class Corpus:
                 "evidence": None,
                 "confidence": 0.9,
                 "when": iso_time(base + rng.random() * 365 * 86400),
-                "pred": pi,
                 "vec": v,
             }
             for pi, v in zip(preds, vecs, strict=True)

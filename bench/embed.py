@@ -20,14 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
+from bench._common import EXPORT
 from memory.embed import LOCAL_MODEL_ID, LocalMiniLMEmbedder
 
 log = logging.getLogger("bench.embed")
 
-# shared/ sits beside the checkout (as on CI).
-DEFAULT_EXPORT = (
-    Path(__file__).resolve().parents[2] / "shared" / "data" / "discord" / "vesuvius-papyrology.json"
-)
+DEFAULT_EXPORT = EXPORT  # shared/ sits beside the checkout (as on CI)
 RESULTS = Path(__file__).parent / "results" / "embed.json"
 PAIRS = [
     ("How do I reset my password?", "What's the way to change a forgotten password?"),

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -39,9 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make the project importable
     sys.path.insert(0, str(ROOT))
 
-from bench._common import loadavg  # noqa: E402
+from bench._common import EXPORT as DEFAULT_EXPORT  # noqa: E402
+from bench._common import loadavg, write_json  # noqa: E402
 
-DEFAULT_EXPORT = ROOT.parent / "shared" / "data" / "discord" / "vesuvius-papyrology.json"
 RESULTS = ROOT / "bench" / "results" / "import.json"
 TARGET_MSG_S = 300.0
 
@@ -141,8 +139,8 @@ def _embedder_alone(export: Path) -> dict[str, Any]:
 
 
 def _shown_path(path: Path) -> str:
-    # Relative to the checkout's parent when under it, so the committed JSON
-    # names no directory of the machine that ran it.
+    # Relative to the checkout's parent when under it, so a results file
+    # passed around names no directory of the machine that ran it.
     resolved = path.resolve()
     try:
         return str(resolved.relative_to(ROOT.parent.resolve()))
@@ -165,15 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     runs = [asyncio.run(_import_once(args.export, "local")) for _ in range(max(1, args.runs))]
     best = max(runs, key=lambda r: r["messages_per_s"])
     result: dict[str, Any] = {
-        "benchmark": "import",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "export": _shown_path(args.export),
         "export_bytes": args.export.stat().st_size,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_before": load_before,
-        },
+        "machine": {"loadavg_before": load_before},
         "target_messages_per_s": TARGET_MSG_S,
         "full": best,
         "full_runs": runs,
@@ -203,8 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             else None,
         }
     result["machine"]["loadavg_after"] = loadavg()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_json("import", result, args.out)
 
     rows = [("offline stack, vectors included", best)]
     if "without_embeddings" in result:

@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import cycle, export_texts, percentile, print_table, write_json
+from bench._common import cycle, export_texts, loadavg, percentile, print_table, write_json
 from memory.clock import iso, system_clock
 from memory.config import EmbeddingConfig, IngestConfig, MemoryConfig
 from memory.extract import LLMExtractor, RuleExtractor
@@ -274,7 +274,7 @@ async def main() -> int:
     if args.quick:
         plan = [(0.0, 8.0), (1.0, 12.0)]
         args.burst = min(args.burst, 1000)
-    load_before = os.getloadavg()
+    load_before = loadavg()
     with tempfile.TemporaryDirectory() as tmp:
         b = await burst(args.burst, Path(tmp) / "burst") if args.part != "sustained" else None
         runs = [
@@ -282,13 +282,13 @@ async def main() -> int:
             for i, (lat, secs) in enumerate(plan)
             if args.part != "burst"
         ]
-    load_after = os.getloadavg()
+    load_after = loadavg()
     if b is not None:
         _print_burst(b)
     if runs:
         _print_sustained(runs, args.rate)
     print(
-        f"\nload average before {load_before[0]:.2f}, after {load_after[0]:.2f} "
+        f"\nload average before {load_before}, after {load_after} "
         f"({len(os.sched_getaffinity(0))} cores)"
     )
     payload = {
