@@ -250,8 +250,6 @@ async def _read_all(
                         messages.append(rec.message)
                         m = rec.message
                         members.setdefault(m.guild_id or "", {})[m.author_id] = m.author_name
-                        if m.guild_id:
-                            guilds.add(m.guild_id)
                 if records:
                     position = records[-1].position
                 if messages:
@@ -288,6 +286,7 @@ async def _read_all(
         done_bytes += position  # the whole size unless stopped or broken part-way
         for gid, names in members.items():
             if gid and names:
+                guilds.add(gid)
                 await memory.set_names(gid, members=names)
         show(0, force=True)
 
@@ -330,8 +329,6 @@ async def _embed_messages(
 ) -> bool:
     """Embed the imported guilds' messages that have no vector yet; False if
     Ctrl-C stopped it first (the rest is found by the next import or reindex)."""
-    if not guild_ids or not memory.embeddings.enabled or not memory.embeddings.embed_messages:
-        return True
 
     def show(kind: str, n: int) -> None:
         progress_note(progress, f"embedding messages: {n:,} done")
