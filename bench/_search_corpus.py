@@ -177,7 +177,7 @@ class Corpus:
         self.embed_seconds = 0.0
 
     def pooled_texts(self) -> list[str]:
-        from memory.embed import fact_embedding_text
+        from memory.embed.local import fact_embedding_text
 
         rng = random.Random(11)
         names = self.names[0]
@@ -296,7 +296,7 @@ def iso_time(ts: float) -> str:
 
 
 def write_members(con: Any, corpus: Corpus, now: str) -> None:
-    from memory import store
+    from memory.store import facts as store
 
     for g in range(GUILDS):
         gid = guild_id(g)
@@ -308,8 +308,9 @@ def write_members(con: Any, corpus: Corpus, now: str) -> None:
 
 
 def write_facts(con: Any, model: str, facts: list[dict[str, Any]], now: str) -> None:
-    from memory import store, store_vectors
-    from memory.embed import vector_to_blob
+    from memory.embed.local import vector_to_blob
+    from memory.store import facts as store
+    from memory.store import vectors as store_vectors
 
     payload = []
     for f in facts:
@@ -331,8 +332,9 @@ def write_facts(con: Any, model: str, facts: list[dict[str, Any]], now: str) -> 
 
 
 def write_messages(con: Any, model: str, items: list[tuple[Any, np.ndarray]], now: str) -> None:
-    from memory import store, store_vectors
-    from memory.embed import vector_to_blob
+    from memory.embed.local import vector_to_blob
+    from memory.store import facts as store
+    from memory.store import vectors as store_vectors
 
     msgs = [m for m, _ in items]
     store.insert_messages(con, msgs, now)

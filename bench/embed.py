@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bench._common import EXPORT
-from memory.embed import LOCAL_MODEL_ID, LocalMiniLMEmbedder
+from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
 
 log = logging.getLogger("bench.embed")
 

@@ -47,8 +47,8 @@ TARGET_MSG_S = 300.0
 async def _import_once(export: Path, embeddings: str) -> dict[str, Any]:
     from bot.commands.import_ import import_files
     from memory.config import EmbeddingConfig, MemoryConfig
-    from memory.extract import RuleExtractor
-    from memory.service import Memory
+    from memory.engine import Memory
+    from memory.extract.llm import RuleExtractor
 
     data = Path(tempfile.mkdtemp(prefix="guildlore-bench-import-"))
     try:
@@ -88,8 +88,8 @@ async def _import_once(export: Path, embeddings: str) -> dict[str, Any]:
 
 def _embedder_alone(export: Path) -> dict[str, Any]:
     """The local model over the texts the import embeds (messages), same batching."""
-    from memory.embed import LOCAL_MODEL_ID, LocalMiniLMEmbedder
-    from memory.importer import iter_export
+    from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
+    from memory.importer.reader import iter_export
 
     texts = [r.message.content for r in iter_export(export) if r.message is not None]
     emb = LocalMiniLMEmbedder(threads=2, batch_size=32)

@@ -45,9 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import cycle, export_texts, loadavg, percentile, print_table, write_json
 from memory.clock import iso, system_clock
 from memory.config import EmbeddingConfig, IngestConfig, MemoryConfig
-from memory.extract import LLMExtractor, RuleExtractor
+from memory.engine import Memory
+from memory.extract.llm import LLMExtractor, RuleExtractor
 from memory.models import IncomingMessage
-from memory.service import Memory
 from tests.fakeopenai import FakeOpenAI
 
 GUILD = "900000000000000001"
@@ -269,7 +269,7 @@ async def main() -> int:
     args = ap.parse_args()
     # One warning per dropped message would flood the terminal; they are counted.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("memory.ingest").setLevel(logging.ERROR)
+    logging.getLogger("memory.ingest.queue").setLevel(logging.ERROR)
     plan = [(0.0, 20.0), (0.2, 20.0), (1.0, 120.0)]
     if args.quick:
         plan = [(0.0, 8.0), (1.0, 12.0)]

@@ -117,7 +117,8 @@ class Baselines:
     query, so all columns see the same machine load."""
 
     def __init__(self, db_path: Path, model: str, k: int) -> None:
-        from memory import sqlite, store_vectors
+        from memory.store import sqlite
+        from memory.store import vectors as store_vectors
 
         self.k = k
         self.con = sqlite.connect(db_path)
@@ -141,8 +142,8 @@ class Baselines:
         self.overlap: list[float] = []
 
     def run(self, q: np.ndarray, match: str | None) -> None:
-        from memory import store
-        from memory.embed import vector_to_blob
+        from memory.embed.local import vector_to_blob
+        from memory.store import facts as store
 
         k = self.k
         t0 = time.perf_counter()
@@ -250,10 +251,10 @@ async def _measure(
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from memory.clock import iso, system_clock
     from memory.config import EmbeddingConfig, MemoryConfig
-    from memory.embed import LOCAL_MODEL_ID, LocalMiniLMEmbedder
-    from memory.extract import RuleExtractor
-    from memory.retrieval import RetrievalTuning
-    from memory.service import Memory
+    from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
+    from memory.engine import Memory
+    from memory.extract.llm import RuleExtractor
+    from memory.retrieval.retriever import RetrievalTuning
 
     sizes = sorted(args.sizes)
     corpus = Corpus(args.pool, args.noise)

@@ -14,8 +14,8 @@ import discord
 from discord.ext import commands
 
 from bot.settings import ReplyConfig
+from memory.engine import Memory
 from memory.llm import ChatModel
-from memory.service import Memory
 
 if TYPE_CHECKING:  # the voice stack loads only where it is used
     from bot.voice.service import VoiceManager

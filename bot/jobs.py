@@ -28,7 +28,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from memory.service import Memory
+from memory.engine import Memory
 
 log = logging.getLogger(__name__)
 

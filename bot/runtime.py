@@ -35,9 +35,9 @@ from bot.client import GuildloreBot, make_intents
 from bot.jobs import Jobs
 from bot.settings import Settings
 from memory.clock import iso, system_clock
+from memory.engine import Memory
 from memory.llm import ChatModel, make_openai_client
 from memory.models import IncomingMessage
-from memory.service import Memory
 
 if TYPE_CHECKING:
     from bot.voice.service import VoiceManager
@@ -88,7 +88,7 @@ def _build_clients(settings: Settings) -> tuple[Any, ChatModel | None, Any]:
     chat = ChatModel(client, llm.chat_model, timeout_s=llm.timeout_s)
     extractor = None
     if settings.use_llm_extractor:
-        from memory.extract import LLMExtractor
+        from memory.extract.llm import LLMExtractor
 
         extractor = LLMExtractor(client, llm.extract_model or llm.chat_model, llm.timeout_s)
     return client, chat, extractor

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from memory.service import Memory
+from memory.engine import Memory
 
 from .config import DashboardConfig
 from .keys import CONFIG, LOGIN_THROTTLE, MARKDOWN, MEMORY, RATES, SECRET, TEMPLATES

@@ -12,11 +12,11 @@ from typing import Any, cast
 
 from aiohttp import web
 
+from memory.engine import Memory
 from memory.errors import InvalidInput
 from memory.guild_settings import BY_KEY, SETTINGS
 from memory.guild_settings import parse_value as parse_setting
 from memory.models import FACT_TYPES, Fact, SearchScope
-from memory.service import Memory
 
 from . import params
 from .keys import CONFIG, MEMORY, RATES

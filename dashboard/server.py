@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from memory.service import Memory
+from memory.engine import Memory
 
 from .app import create_app
 from .config import DashboardConfig

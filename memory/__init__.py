@@ -3,7 +3,7 @@
 bot/ and dashboard/ use ``Memory`` (memory.service) and the value types below.
 """
 
-from .config import (
+from memory.config import (
     EmbeddingConfig,
     IngestConfig,
     LLMConfig,
@@ -11,7 +11,8 @@ from .config import (
     RetrievalConfig,
     SnapshotConfig,
 )
-from .errors import (
+from memory.engine import Memory
+from memory.errors import (
     ConfigError,
     EmbeddingError,
     ExtractionError,
@@ -22,8 +23,8 @@ from .errors import (
     MigrationError,
     StorageError,
 )
-from .guild_settings import GuildSettings
-from .models import (
+from memory.guild_settings import GuildSettings
+from memory.models import (
     LORE_SUBJECT,
     ActionLogEntry,
     Candidate,
@@ -38,7 +39,6 @@ from .models import (
     StoredMessage,
     Trace,
 )
-from .service import Memory
 
 __all__ = [
     "LORE_SUBJECT",

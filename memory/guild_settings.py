@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidInput
-from .validate import ID_RE
+from memory.errors import InvalidInput
+from memory.ingest.validate import ID_RE
 
 REPLY_MODES = ("mention", "mention_or_reply", "off")
 

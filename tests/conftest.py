@@ -49,7 +49,7 @@ def clock() -> FakeClock:
 @pytest.fixture(scope="session")
 def local_embedder() -> Any:
     """One loaded offline MiniLM for the whole session (0.4 s to load)."""
-    from memory.embed import LocalMiniLMEmbedder
+    from memory.embed.local import LocalMiniLMEmbedder
 
     emb = LocalMiniLMEmbedder(threads=2)
     emb.load()
@@ -60,7 +60,7 @@ def local_embedder() -> Any:
 async def make_memory(tmp_path: Path, local_embedder: Any) -> AsyncIterator[Callable[..., Any]]:
     """Factory for started engines on tmp_path; all are closed at teardown."""
     from memory.config import MemoryConfig
-    from memory.service import Memory
+    from memory.engine import Memory
 
     opened: list[Memory] = []
 
@@ -98,6 +98,6 @@ async def make_memory(tmp_path: Path, local_embedder: Any) -> AsyncIterator[Call
 
 
 def _rules() -> Any:
-    from memory.extract import RuleExtractor
+    from memory.extract.llm import RuleExtractor
 
     return RuleExtractor()

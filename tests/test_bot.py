@@ -23,9 +23,9 @@ from discord.ext.test import factories as dfacts
 from bot.client import GuildloreBot, make_intents
 from bot.cogs.replies import APOLOGY, NOT_CONFIGURED
 from bot.settings import ReplyConfig
+from memory.engine import Memory
 from memory.llm import ChatModel
 from memory.models import LORE_SUBJECT
-from memory.service import Memory
 from tests.fakeopenai import FakeOpenAI, Fault
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memory import store
+from memory.store import facts as store
 from tests.helpers import GUILD, ScriptedExtractor, echo_fact, eventually
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ CHILD = textwrap.dedent(
     import asyncio, sys
     from pathlib import Path
     from memory.config import MemoryConfig, EmbeddingConfig
-    from memory.service import Memory
+    from memory.engine import Memory
     from tests.helpers import ScriptedExtractor, echo_fact, msg
 
     async def main():

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import memory.embed as embed_module
+import memory.embed.local as embed_module
 from memory.config import EmbeddingConfig
-from memory.embed import (
+from memory.embed.local import (
     LOCAL_DIMS,
     LOCAL_MODEL_ID,
     CachingEmbedder,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory import sqlite
+from memory.store import sqlite
 from tests.helpers import ALICE, BOB, GUILD, OTHER_GUILD, msg
 
 SECRET = "zanzibarquokka"

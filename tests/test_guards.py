@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.guards import (
+from memory.extract.guards import (
     FACT_MAX_CHARS,
     clean_message,
     filter_candidates,

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from bot.cli import main as cli_main
-from memory import sqlite
 from memory.clock import normalise_iso
+from memory.store import sqlite
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared"

@@ -44,7 +44,7 @@ async def test_import_ends_with_every_fact_and_message_embedded(make_memory: Any
 async def test_deferred_messages_get_no_vector_until_back_filled(
     make_memory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memory.importer import iter_export
+    from memory.importer.reader import iter_export
 
     mem = await make_memory()
     messages = [r.message for r in iter_export(SAMPLE) if r.message is not None][:120]
@@ -64,7 +64,7 @@ async def test_deferred_messages_get_no_vector_until_back_filled(
         return calls > 1
 
     gid = messages[0].guild_id or ""
-    from memory import embedding_jobs
+    from memory.embed import service as embedding_jobs
 
     monkeypatch.setattr(embedding_jobs, "MESSAGE_BACKFILL_CALL", 50)
     first = await mem.embeddings.reindex([gid], include_facts=False, should_stop=stop_after_one)
@@ -83,7 +83,7 @@ async def test_ctrl_c_while_embedding_messages_stops_and_reindex_finishes(
     import io
 
     from bot.commands._common import Progress
-    from memory import embedding_jobs
+    from memory.embed import service as embedding_jobs
 
     monkeypatch.setattr(embedding_jobs, "MESSAGE_BACKFILL_CALL", 40)
     stop = StopSignal()
@@ -119,8 +119,8 @@ async def test_import_embeds_at_normal_priority_and_live_work_stays_niced(
     import os
     import threading
 
-    from memory import embed as embed_module
-    from memory.embedding_jobs import BACKGROUND_NICE
+    from memory.embed import local as embed_module
+    from memory.embed.service import BACKGROUND_NICE
     from tests.helpers import msg
 
     seen: list[int] = []

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from memory import import_parse, importer
 from memory.clock import normalise_iso
 from memory.errors import ImportFormatError, InvalidInput
-from memory.importer import ImportRecord, ImportStats, iter_export, iter_paths, read_header
+from memory.importer import parse as import_parse
+from memory.importer import reader as importer
+from memory.importer.reader import ImportRecord, ImportStats, iter_export, iter_paths, read_header
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "discord" / "vesuvius-papyrology.json"
@@ -654,7 +655,7 @@ _RSS_PROBE = textwrap.dedent(
     """
     import json, sys, time
     sys.path.insert(0, sys.argv[1])
-    from memory.importer import ImportStats, iter_export
+    from memory.importer.reader import ImportStats, iter_export
 
     def status(key):
         with open("/proc/self/status") as fh:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from memory import store
 from memory.config import IngestConfig
 from memory.models import Candidate
+from memory.store import facts as store
 from tests.helpers import ALICE, BOB, GUILD, ScriptedExtractor, echo_fact, eventually, msg
 
 

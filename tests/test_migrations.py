@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from memory import sqlite
 from memory.errors import MigrationError
-from memory.migrations import MIGRATIONS, applied, migrate
+from memory.store import sqlite
+from memory.store.migrations import MIGRATIONS, applied, migrate
 from tests.helpers import GUILD
 
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from memory import store
 from memory.config import IngestConfig
-from memory.db import URGENT, Database
 from memory.errors import StorageError
-from memory.extract import ExtractionItem, LLMExtractor
+from memory.extract.llm import ExtractionItem, LLMExtractor
 from memory.models import Candidate
+from memory.store import facts as store
+from memory.store.db import URGENT, Database
 from tests.fakeopenai import FakeOpenAI
 from tests.helpers import ALICE, BOB, GUILD, OTHER_GUILD, echo_fact, eventually, msg
 

@@ -17,12 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory import store, store_vectors
 from memory.clock import iso
-from memory.embed import fact_embedding_text, vector_to_blob
+from memory.embed.local import fact_embedding_text, vector_to_blob
 from memory.models import Hit, IncomingMessage
-from memory.query import fts_match_expression
-from memory.scoring import channel_score, passes_gate
+from memory.retrieval.query import fts_match_expression
+from memory.retrieval.scoring import channel_score, passes_gate
+from memory.store import facts as store
+from memory.store import vectors as store_vectors
 from tests.helpers import ALICE, BOB, CHANNEL, GUILD, OTHER_GUILD, msg
 
 OTHER_CHANNEL = "777777777777777777"
@@ -267,8 +268,8 @@ def test_no_search_ever_returns_another_guilds_fact(tmp_path: Path, local_embedd
     """Three guilds hold the same words; whatever is asked, in any scope and
     mode, only the asked guild's rows come back (the guild filter is SQL)."""
     from memory.config import MemoryConfig
-    from memory.extract import RuleExtractor
-    from memory.service import Memory
+    from memory.engine import Memory
+    from memory.extract.llm import RuleExtractor
 
     loop = asyncio.new_event_loop()
     guilds = (GUILD, OTHER_GUILD, "333000000000000001")
@@ -378,7 +379,7 @@ async def test_fts_operator_strings_never_raise(make_memory: Callable[..., Any])
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=200))
 def test_match_expression_is_always_valid_fts(text: str) -> None:
-    from memory import sqlite
+    from memory.store import sqlite
 
     con = sqlite.connect(":memory:")
     con.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='unicode61 remove_diacritics 2')")

@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory import retrieval, store
-from memory.query import fts_match_expression
-from memory.retrieval_sql import SharedPart, fts_fact_ranks, merge_ranks
+from memory.retrieval import retriever as retrieval
+from memory.retrieval.query import fts_match_expression
+from memory.store import facts as store
+from memory.store.search import SharedPart, fts_fact_ranks, merge_ranks
 from tests.helpers import CHANNEL, GUILD, OTHER_GUILD, eventually
 from tests.test_retrieval import filler_facts, insert_facts
 
@@ -150,7 +151,7 @@ def test_shared_part_runs_once_on_whichever_thread_claims_it() -> None:
 def test_median_follows_a_compaction_back_to_an_earlier_row_count() -> None:
     # The cached median is keyed on (rows, dead rows); a compaction can bring
     # back an earlier pair with other ids, which used to return the old median.
-    from memory.vector_index import GuildMatrix
+    from memory.retrieval.vector_index import GuildMatrix
 
     m = GuildMatrix("facts", "model", GUILD, dims=2)
     vecs = np.ones((10, 2), dtype=np.float32)

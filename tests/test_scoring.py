@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.models import ScoreParts
-from memory.scoring import (
+from memory.retrieval.scoring import (
     DEFAULT_WEIGHTS,
     ScoringWeights,
     bm25_normalise,

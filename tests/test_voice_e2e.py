@@ -413,9 +413,9 @@ async def test_voice_transcript_nurse_fact_reaches_memory(
     clips: dict[str, Clip], fake_openai: Any, tmp_path: Path
 ) -> None:
     """Voice → memory engine: the nurse fact is extracted and found, attributed to Alice."""
-    pytest.importorskip("memory.extract", reason="memory.extract is not in the tree yet")
+    pytest.importorskip("memory.extract.llm.llm", reason="memory.extract is not in the tree yet")
     from memory.config import EmbeddingConfig, MemoryConfig
-    from memory.service import Memory
+    from memory.engine import Memory
 
     cfg = MemoryConfig.for_data_dir(tmp_path / "data", embedding=EmbeddingConfig(provider="none"))
     mem = await Memory.open(cfg)

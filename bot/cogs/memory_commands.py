@@ -28,10 +28,10 @@ from bot.cogs.answers import (
     send_answer,
 )
 from bot.convert import visible_channel_ids
+from memory.engine import Memory
 from memory.errors import InvalidInput
 from memory.guild_settings import SETTINGS
 from memory.models import LORE_SUBJECT, Fact, Hit, Trace
-from memory.service import Memory
 
 if TYPE_CHECKING:
     from bot.voice.service import VoiceManager

@@ -30,7 +30,7 @@ from bot.cogs.answers import (
     send_answer,
 )
 from bot.voice.service import VoiceJoinError, VoiceManager
-from memory.service import Memory
+from memory.engine import Memory
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.settings import Settings
-    from memory.service import Memory
+    from memory.engine import Memory
 
 
 class CliError(Exception):
@@ -93,7 +93,7 @@ def build_extractor(settings: Settings) -> tuple[Any, Any]:
         client = make_openai_client(llm)
     extractor = None
     if settings.use_llm_extractor and client is not None:
-        from memory.extract import LLMExtractor
+        from memory.extract.llm import LLMExtractor
 
         extractor = LLMExtractor(client, llm.extract_model or llm.chat_model, llm.timeout_s)
     return client, extractor
@@ -108,12 +108,12 @@ async def open_memory(
     drain_timeout: float | None = None,
 ) -> AsyncIterator[Memory]:
     """The engine for ``settings``; closed (drained, snapshot written) on exit."""
+    from memory.engine import Memory
     from memory.errors import MemoryError_
-    from memory.service import Memory
 
     client, extractor = build_extractor(settings)
     if extractor is None:
-        from memory.extract import RuleExtractor
+        from memory.extract.llm import RuleExtractor
 
         extractor = RuleExtractor()
     memory = Memory(
@@ -146,8 +146,8 @@ async def open_memory(
 async def _open_without_ingest(memory: Memory) -> None:
     # What Memory.start() does minus the queue, its workers and the replay:
     # the database (migrated) and each guild's embedding model.
-    from memory import store_ops
-    from memory.embedding_jobs import GUILD_MODEL_KEY
+    from memory.embed.service import GUILD_MODEL_KEY
+    from memory.store import ops as store_ops
 
     await memory.db.open()
     stored = await memory.db.read(store_ops.all_guild_settings)

@@ -50,8 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memory import locomo
-    from memory.embed import LocalMiniLMEmbedder
+    from evals import locomo
+    from memory.embed.local import LocalMiniLMEmbedder
 
     if not getattr(args, "verbose", False):
         logging.getLogger().setLevel(logging.WARNING)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from bot.commands._common import CliError, Progress, reports_errors
 
 if TYPE_CHECKING:
-    from memory.service import Memory
+    from memory.engine import Memory
 
 DEFAULT_PORT = 8080
 EXAMPLES = 4
@@ -79,10 +79,10 @@ def run(args: argparse.Namespace) -> int:
 async def _main(args: argparse.Namespace, data_dir: Path, started: float) -> int:
     from bot.commands.import_ import StopSignal, import_files
     from memory.config import MemoryConfig
+    from memory.engine import Memory
     from memory.errors import ConfigError
-    from memory.extract import RuleExtractor
-    from memory.importer import read_header
-    from memory.service import Memory
+    from memory.extract.llm import RuleExtractor
+    from memory.importer.reader import read_header
 
     sample = sample_path()
     guild_id = read_header(sample).guild_id or ""

@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 def _check_sqlite(report: Report) -> None:
     import sqlite3
 
-    from memory import sqlite
+    from memory.store import sqlite
 
     std_ext = hasattr(sqlite3.Connection, "enable_load_extension")
     con = sqlite.driver.connect(":memory:", isolation_level=None)
@@ -277,8 +277,8 @@ def _existing_ancestor(path: Path) -> Path:
 
 
 def _check_database(report: Report, settings: Any) -> None:
-    from memory import sqlite
-    from memory.migrations import MIGRATIONS
+    from memory.store import sqlite
+    from memory.store.migrations import MIGRATIONS
 
     db: Path = settings.resolved_db_path
     if not db.exists():
@@ -320,7 +320,7 @@ def _check_database(report: Report, settings: Any) -> None:
 def _check_embeddings(report: Report, settings: Any, offline: bool) -> None:
     import numpy as np
 
-    from memory.embed import LOCAL_MODEL_ID, LocalMiniLMEmbedder
+    from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
 
     # The local model matters even when another provider is configured: the
     # offline demo uses it.
@@ -360,7 +360,7 @@ def _check_embeddings(report: Report, settings: Any, offline: bool) -> None:
 
 
 def _check_openai_embeddings(report: Report, settings: Any, offline: bool) -> None:
-    from memory.embed import OPENAI_DEFAULT_MODEL
+    from memory.embed.local import OPENAI_DEFAULT_MODEL
 
     model = settings.embedding_default_model or OPENAI_DEFAULT_MODEL
     if offline:

@@ -47,8 +47,8 @@ from bot.commands._common import (
 from bot.commands.import_report import ImportReport, error_text, peak_rss_mib, progress_note
 
 if TYPE_CHECKING:
-    from memory.importer import ImportRecord
-    from memory.service import Memory
+    from memory.engine import Memory
+    from memory.importer.reader import ImportRecord
 
 # Records handed to the engine at once: enough for its group commit to batch
 # the inbox writes, small enough that Ctrl-C is answered at once.
@@ -152,7 +152,7 @@ async def import_files(
     settle_timeout: float | None = None,
 ) -> ImportReport:
     """Import ``paths`` into ``memory`` and wait until it is processed (see module doc)."""
-    from memory.importer import ImportStats
+    from memory.importer.reader import ImportStats
 
     started = time.monotonic()
     before = memory.counters()
@@ -210,7 +210,7 @@ async def _read_all(
 ) -> None:
     """Read every file into the ingest path; ``guilds`` collects the guild ids seen."""
     from memory.errors import ImportFormatError
-    from memory.importer import ImportStats, iter_export, read_header
+    from memory.importer.reader import ImportStats, iter_export, read_header
 
     done_bytes = 0
     read_messages = 0
@@ -342,7 +342,7 @@ async def _embed_messages(
 @reports_errors
 def run(args: argparse.Namespace) -> int:
     from memory.errors import InvalidInput
-    from memory.importer import iter_paths
+    from memory.importer.reader import iter_paths
 
     settings = load_cli_settings(
         args,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from bot.commands._common import Progress, fmt_duration
 
 if TYPE_CHECKING:
-    from memory.importer import ImportStats
+    from memory.importer.reader import ImportStats
 
 
 @dataclass

@@ -1,0 +1,388 @@
+"""Read Discord history files, streaming, into ``IncomingMessage`` values.
+
+Two formats are accepted, detected from the first byte that is not
+whitespace:
+
+* a DiscordChatExporter (DCE) JSON export, ``{"guild":…, "channel":…,
+  "messages": […], "messageCount": N}`` (every DCE version we know of; see
+  ``shared/data/discord/DCE_JSON_SCHEMA.md``), and
+* a raw Discord API message array, ``[{"id", "channel_id", "guild_id"?,
+  "author": {…}, "content", "timestamp", "type", "message_reference"?}, …]``
+  as a bot or ``GET /channels/{id}/messages`` sees it.
+
+Exports can be hundreds of MB, so nothing here loads a file whole: the
+streaming reader in ``memory.import_parse`` walks the structure around the
+message array by hand and decodes one message object at a time, so memory
+stays bounded by the largest single message object, never the file.
+``memory.import_convert`` turns each object into an ``IncomingMessage`` or a
+skip reason, following the decisions below; this module is the public face
+(``iter_export``, ``read_header``, ``iter_paths`` and the record types).
+
+Decisions (SPEC §3, issue #7):
+
+* **Message types.** Ingested: Default (0), Reply (19), ChatInputCommand (20)
+  and ContextMenuCommand (23) — the last two are bot replies to commands and
+  carry real content (``is_bot`` lets the engine apply its bot policy).
+  Everything else is skipped as ``system_type:<Name>``: joins, pins, boosts,
+  thread-created notices, and also ThreadStarterMessage (21), which only
+  repeats a message that lives (and is imported) in the parent channel.
+* **Empty content.** Attachment-, sticker- or embed-only messages are skipped
+  as ``empty_content``: a file name gives the extractor nothing to learn and
+  would only add noise to the journal. Forwards with no text of their own are
+  ``forward``: the words belong to someone else.
+* **Unsafe text.** Lone surrogates (legal JSON: ``"\\ud800"``) cannot be
+  encoded to UTF-8 and would break SQLite, so they become U+FFFD. C0/C1
+  control characters other than tab and newline are removed; CR/CRLF become
+  LF. Zero-width characters are kept: ZWJ/ZWNJ are part of emoji and of
+  Persian and Indic spelling, and matching already ignores them
+  (``memory.text.strip_invisible``). Content is cut to 2000 characters,
+  Discord's own limit for normal messages.
+* **DMs** are never ingested: a DCE export of the "Direct Messages" pseudo
+  guild (id ``"0"``) or of a DM channel yields ``dm`` skips; a raw API message
+  without ``guild_id`` (and no ``default_guild_id``) yields ``no_guild``.
+* **Errors.** Empty, truncated, malformed, non-UTF-8 or wrongly shaped files
+  raise ``ImportFormatError`` naming the file and byte position. Records
+  yielded before the error stay yielded; re-import is idempotent by message
+  id, so the caller can simply run the import again after fixing the file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from memory.errors import InvalidInput
+from memory.importer.convert import (
+    CONTENT_MAX_CHARS,
+    DCE_DM_GUILD_ID,
+    DM_CHANNEL_TYPES,
+    Channel,
+    Converted,
+    clean_name,
+    from_api,
+    from_dce,
+    looks_like_api_message,
+    snowflake,
+)
+from memory.importer.parse import (
+    MAX_VALUE_CHARS,
+    READ_CHUNK_BYTES,
+    ExportReader,
+    not_an_export,
+    tail_message_count,
+)
+from memory.models import IncomingMessage
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CONTENT_MAX_CHARS",
+    "MAX_VALUE_CHARS",
+    "READ_CHUNK_BYTES",
+    "ExportHeader",
+    "ImportRecord",
+    "ImportStats",
+    "iter_export",
+    "iter_paths",
+    "read_header",
+]
+
+ExportFormat = Literal["dce", "api"]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRecord:
+    """One element of a file's message array: a message to ingest, or a skip.
+
+    ``position`` is the byte offset reached after this element (progress is
+    ``position / file size``); ``index`` counts array elements from 0.
+    """
+
+    position: int
+    index: int
+    message: IncomingMessage | None = None
+    skip_reason: str | None = None
+    message_id: str | None = None
+    detail: str | None = None  # why a record is "bad_record", for logs
+
+    @property
+    def skipped(self) -> bool:
+        return self.message is None
+
+
+@dataclass
+class ImportStats:
+    """Running totals over one or more files."""
+
+    messages: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    bytes: int = 0
+    files: int = 0
+
+    def add(self, record: ImportRecord) -> None:
+        if record.message is not None:
+            self.messages += 1
+        else:
+            self.skipped[record.skip_reason or "bad_record"] += 1
+
+    def file_done(self, nbytes: int) -> None:
+        self.files += 1
+        self.bytes += nbytes
+
+    def merge(self, other: ImportStats) -> None:
+        self.messages += other.messages
+        self.skipped.update(other.skipped)
+        self.bytes += other.bytes
+        self.files += other.files
+
+    @property
+    def total_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "messages": self.messages,
+            "skipped": dict(sorted(self.skipped.items())),
+            "bytes": self.bytes,
+            "files": self.files,
+        }
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{reason} {n}" for reason, n in self.skipped.most_common())
+        skipped = f"{self.total_skipped} skipped" + (f" ({parts})" if parts else "")
+        return (
+            f"{self.messages} messages, {skipped}, "
+            f"{self.bytes / 1e6:.1f} MB in {self.files} file{'s' if self.files != 1 else ''}"
+        )
+
+
+@dataclass(frozen=True)
+class ExportHeader:
+    """What a file says about itself before its messages (for progress and logs)."""
+
+    format: ExportFormat
+    size: int
+    guild_id: str | None = None
+    guild_name: str | None = None
+    channel_id: str | None = None
+    channel_name: str | None = None
+    channel_type: str | None = None
+    exported_at: str | None = None
+    # DCE writes the count after the array; read from the file's tail, None if absent.
+    message_count: int | None = None
+
+
+# --------------------------------------------------------------------------
+# Public entry points
+
+
+def iter_paths(paths: Sequence[Path | str]) -> Iterator[Path]:
+    """Files named directly, plus ``*.json`` found recursively in folders, sorted.
+
+    Every argument is checked before anything is yielded, so a typo in the
+    last path fails before the first file is imported.
+    """
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            inside = sorted(_walk_json(path))
+            if not inside:
+                log.warning("no .json files under %s", path)
+            found.extend(inside)
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise InvalidInput(f"{path}: no such file or folder")
+    seen: set[Path] = set()
+    unique: list[Path] = []
+    for path in found:
+        key = path.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(path)
+    if not unique:
+        raise InvalidInput("no .json export files found in " + ", ".join(str(p) for p in paths))
+    return iter(unique)
+
+
+def _walk_json(root: Path) -> Iterator[Path]:
+    # os.walk does not follow symlinked folders, so a link loop cannot hang us.
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            if name.lower().endswith(".json") and not name.startswith("."):
+                yield Path(folder) / name
+
+
+def read_header(path: Path | str) -> ExportHeader:
+    """Format, guild and channel of a file, reading only its start and tail."""
+    path = Path(path)
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        reader = ExportReader(fh, path)
+        first = reader.peek()
+        if first == "[":
+            return ExportHeader(format="api", size=size)
+        if first != "{":
+            raise not_an_export(reader, first)
+        header = _read_dce_header(reader)
+        count = tail_message_count(fh, size)
+    guild = header.get("guild") or {}
+    channel = header.get("channel") or {}
+    exported = header.get("exportedAt")
+    return ExportHeader(
+        format="dce",
+        size=size,
+        guild_id=snowflake(guild.get("id")),
+        guild_name=clean_name(guild.get("name")),
+        channel_id=snowflake(channel.get("id")),
+        channel_name=clean_name(channel.get("name")),
+        channel_type=channel.get("type") if isinstance(channel.get("type"), str) else None,
+        exported_at=exported if isinstance(exported, str) else None,
+        message_count=count,
+    )
+
+
+def iter_export(path: Path | str, *, default_guild_id: str | None = None) -> Iterator[ImportRecord]:
+    """Yield every element of the file's message array, in file order.
+
+    ``default_guild_id`` is used for raw API messages that lack ``guild_id``
+    (REST history omits it); DCE exports always name their guild.
+    Raises ``ImportFormatError`` for files that cannot be read as either format.
+    """
+    path = Path(path)
+    with path.open("rb") as fh:
+        reader = ExportReader(fh, path)
+        first = reader.peek()
+        if first == "{":
+            yield from _iter_dce(reader)
+        elif first == "[":
+            yield from _iter_api(reader, default_guild_id)
+        else:
+            raise not_an_export(reader, first)
+        reader.expect_end()
+
+
+# --------------------------------------------------------------------------
+# DCE exports
+
+_DCE_HEADER_KEYS = frozenset({"guild", "channel", "dateRange", "exportedAt"})
+
+
+def _read_dce_header(reader: ExportReader) -> dict[str, Any]:
+    """Consume ``{`` and keys up to and including ``"messages":``."""
+    reader.take("{", "at the start of the export")
+    header: dict[str, Any] = {}
+    keys: list[str] = []
+    if reader.peek() == "}":
+        raise reader.error("wrong schema: an empty JSON object, not a DiscordChatExporter export")
+    while True:
+        key = reader.key()
+        keys.append(key)
+        if key == "messages":
+            if reader.peek() != "[":
+                raise reader.error("wrong schema: 'messages' is not an array")
+            return header
+        value = reader.value(f"the '{key}' field")
+        if key in _DCE_HEADER_KEYS:
+            header[key] = value  # others may be large and are not needed
+        got = reader.peek()
+        if got == ",":
+            reader.advance(reader.i + 1)
+            continue
+        if got == "}":
+            raise reader.error(
+                "wrong schema: JSON object without a 'messages' array "
+                f"(keys: {', '.join(keys)}); not a DiscordChatExporter export"
+            )
+        raise reader.unexpected(got, "expected ',' or '}' after a field")
+
+
+def _dce_channel(reader: ExportReader, header: dict[str, Any]) -> Channel:
+    guild, channel = header.get("guild"), header.get("channel")
+    if not isinstance(guild, dict) or not isinstance(channel, dict):
+        raise reader.error(
+            "wrong schema: 'guild' and 'channel' objects must come before 'messages' "
+            "(is this a DiscordChatExporter JSON export?)"
+        )
+    guild_id, channel_id = snowflake(guild.get("id")), snowflake(channel.get("id"))
+    if guild_id is None or channel_id is None:
+        raise reader.error("wrong schema: 'guild.id' and 'channel.id' must be Discord ids")
+    is_dm = (
+        guild_id == DCE_DM_GUILD_ID
+        or guild.get("name") == "Direct Messages"
+        or channel.get("type") in DM_CHANNEL_TYPES
+    )
+    log.info(
+        "importing %s: #%s in %s%s",
+        reader.path,
+        channel.get("name"),
+        guild.get("name"),
+        " (direct messages: skipped)" if is_dm else "",
+    )
+    return Channel(guild_id, channel_id, is_dm)
+
+
+def _iter_dce(reader: ExportReader) -> Iterator[ImportRecord]:
+    header = _read_dce_header(reader)
+    ctx = _dce_channel(reader, header)
+    count = 0
+    for count, obj in enumerate(reader.array("message"), start=1):
+        yield _record(reader, count - 1, from_dce(obj, ctx))
+    # Fields after the array: "messageCount" (checked) and any future ones.
+    while True:
+        got = reader.peek()
+        if got == "}":
+            reader.advance(reader.i + 1)
+            return
+        if got != ",":
+            raise reader.unexpected(got, "expected ',' or '}' after the messages array")
+        reader.advance(reader.i + 1)
+        key = reader.key()
+        value = reader.value(f"the '{key}' field")
+        if key == "messageCount" and isinstance(value, int) and value != count:
+            log.warning(
+                "%s: messageCount says %d but the array holds %d", reader.path, value, count
+            )
+
+
+def _record(reader: ExportReader, index: int, converted: Converted) -> ImportRecord:
+    message, reason, message_id, detail = converted
+    if reason == "bad_record":
+        log.debug("%s byte %d: record #%d skipped: %s", reader.path, reader.offset, index, detail)
+    return ImportRecord(
+        position=reader.offset,
+        index=index,
+        message=message,
+        skip_reason=reason,
+        message_id=message_id,
+        detail=detail,
+    )
+
+
+# --------------------------------------------------------------------------
+# Raw Discord API arrays
+
+
+def _iter_api(reader: ExportReader, default_guild_id: str | None) -> Iterator[ImportRecord]:
+    default_guild = snowflake(default_guild_id) if default_guild_id is not None else None
+    if default_guild_id is not None and default_guild is None:
+        raise InvalidInput(f"default_guild_id must be a Discord id, got {default_guild_id!r}")
+    for index, obj in enumerate(reader.array("message")):
+        if index == 0 and not looks_like_api_message(obj):
+            hint = (
+                "; it looks like a list of DiscordChatExporter exports — import each file"
+                if isinstance(obj, dict) and "messages" in obj
+                else ""
+            )
+            raise reader.error(
+                "wrong schema: the array's first element is not a Discord API message "
+                f"(needs 'id', 'channel_id' and 'author'){hint}"
+            )
+        yield _record(reader, index, from_api(obj, default_guild))

@@ -1,0 +1,275 @@
+"""Message retrieval (SPEC §6): the nearest messages by vector and the BM25
+matches, each with a base relevance, borrowing from its channel neighbours,
+then fused and gated (``memory.scoring.fuse_message``). A mixin of
+``memory.retrieval.Retriever``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memory.embed.local import blob_to_vector, vector_to_blob
+from memory.models import Hit, ScoreParts, StoredMessage
+from memory.retrieval.context import Mode, QueryVector, RetrieverBase
+from memory.retrieval.query import QueryPlan
+from memory.retrieval.scoring import (
+    LexicalQuery,
+    bm25_normalise,
+    channel_score,
+    fuse_message,
+    recency_score,
+    statement_share,
+)
+from memory.retrieval.vector_index import GuildMatrix
+from memory.store import facts as store
+from memory.store import vectors as store_vectors
+from memory.store.search import (
+    MESSAGE_CONFIDENCE,
+    adjacent_seqs,
+    message_hit,
+    parse_time,
+    seconds_between,
+)
+
+
+@dataclass
+class _MsgCand:
+    seq: int
+    msg: StoredMessage
+    semantic: float | None
+    bm25_raw: float | None
+    base: float = 0.0
+    neighbour: float = 0.0
+
+
+@dataclass
+class _MessageGather:
+    cands: list[_MsgCand]
+    missing: list[str]  # message ids without a vector
+
+
+class MessageSearch(RetrieverBase):
+    async def _message_hits(
+        self,
+        guild_id: str,
+        plan: QueryPlan,
+        qv: QueryVector | None,
+        channel_id: str | None,
+        limit: int,
+        mode: Mode,
+        visible: set[str] | None,
+        exclude: Sequence[str],
+    ) -> list[Hit]:
+        started = time.perf_counter()
+        mat = self._matrix("messages", qv, guild_id)
+        skip = frozenset(exclude)
+        got = await self.db.read(self._gather_messages, guild_id, plan, qv, mat, visible, skip)
+        if got.missing and qv is not None:
+            n = await self.embeddings.embed_messages_by_id(
+                guild_id, got.missing[: self.cfg.backfill_per_query]
+            )
+            if n:
+                got = await self.db.read(
+                    self._gather_messages, guild_id, plan, qv, mat, visible, skip
+                )
+        ranked = self._rank_messages(plan, got.cands, channel_id, qv is not None, mode, limit)
+        self.last_timings["messages_ms"] = (time.perf_counter() - started) * 1000
+        return [message_hit(c.msg, parts) for c, parts in ranked]
+
+    def _gather_messages(
+        self,
+        con: Any,
+        guild_id: str,
+        plan: QueryPlan,
+        qv: QueryVector | None,
+        mat: GuildMatrix | None,
+        visible: set[str] | None,
+        skip: frozenset[str],
+    ) -> _MessageGather:
+        k = self.tuning.message_candidates
+        sem: dict[int, float] = {}
+        bm: dict[int, float] = {}
+        msgs: dict[int, StoredMessage] = {}
+        if qv is not None:
+            model, vec = qv
+            if mat is not None:
+                mat.compact_if_needed(self.tuning.vector_cache.compact_dead_fraction)
+                sem.update(mat.top_k(vec, k))
+            else:
+                for seq, dist in store_vectors.knn_messages(
+                    con, model, guild_id, vector_to_blob(vec), k
+                ):
+                    sem[seq] = 1.0 - dist
+        if plan.message_match:
+            for seq, m, raw in store.search_messages_fts(con, guild_id, plan.message_match, k):
+                msgs[seq] = m
+                bm[seq] = raw
+        msgs.update(store.messages_by_seq(con, guild_id, [s for s in sem if s not in msgs]))
+        cands = [
+            _MsgCand(seq, m, sem.get(seq), bm.get(seq))
+            for seq, m in msgs.items()
+            if m.id not in skip and (visible is None or m.channel_id in visible)
+        ]
+        missing: list[str] = []
+        if qv is not None:
+            self._fill_similarities(con, cands, qv, mat)
+            missing = [c.msg.id for c in cands if c.semantic is None and c.bm25_raw is not None]
+        # Base relevance, then neighbours of the best candidates.
+        w = self.message_weights
+        bm_norm = bm25_normalise([c.bm25_raw for c in cands])
+        by_seq: dict[int, _MsgCand] = {}
+        for c, b in zip(cands, bm_norm, strict=True):
+            c.base = w.base(c.semantic, b)
+            by_seq[c.seq] = c
+        if w.neighbour > 0 and cands:
+            self._borrow_from_neighbours(con, guild_id, cands, by_seq, qv, mat, visible, skip)
+        return _MessageGather(cands, missing)
+
+    def _fill_similarities(
+        self, con: Any, cands: Sequence[_MsgCand], qv: QueryVector, mat: GuildMatrix | None
+    ) -> None:
+        model, vec = qv
+        need = [c for c in cands if c.semantic is None]
+        if not need:
+            return
+        sims: dict[int, float] = {}
+        if mat is not None:
+            sims = mat.similarities(vec, [c.seq for c in need])
+        rest = [c.seq for c in need if c.seq not in sims]
+        if rest:
+            for seq, blob in store_vectors.message_vectors(con, model, rest).items():
+                sims[seq] = float(np.dot(blob_to_vector(blob), vec))
+        for c in need:
+            c.semantic = sims.get(c.seq)
+
+    def _borrow_from_neighbours(
+        self,
+        con: Any,
+        guild_id: str,
+        cands: list[_MsgCand],
+        by_seq: dict[int, _MsgCand],
+        qv: QueryVector | None,
+        mat: GuildMatrix | None,
+        visible: set[str] | None,
+        skip: frozenset[str],
+    ) -> None:
+        """Each of the best ``neighbour_pool`` candidates learns its previous and
+        next message in the channel; neighbours not yet candidates join (with
+        their cosine, no BM25). Then every candidate borrows the better base
+        of its known neighbours."""
+        pool = sorted(cands, key=lambda c: -c.base)[: self.tuning.neighbour_pool]
+        gap = self.tuning.neighbour_gap_s
+        adjacent = adjacent_seqs(con, guild_id, [(c.seq, c.msg) for c in pool])
+        unknown = {n for pair in adjacent.values() for n in pair if n is not None}
+        fetched = store.messages_by_seq(con, guild_id, [n for n in unknown if n not in by_seq])
+        links: dict[int, set[int]] = {}
+        fresh: list[_MsgCand] = []
+        for c in pool:
+            for nseq in adjacent.get(c.seq, (None, None)):
+                if nseq is None:
+                    continue
+                known = by_seq.get(nseq)
+                nmsg = known.msg if known is not None else fetched.get(nseq)
+                if nmsg is None:
+                    continue
+                if abs(seconds_between(c.msg.created_at, nmsg.created_at)) > gap:
+                    continue
+                if nmsg.id in skip or (visible is not None and nmsg.channel_id not in visible):
+                    continue
+                links.setdefault(c.seq, set()).add(nseq)
+                links.setdefault(nseq, set()).add(c.seq)
+                if known is None:
+                    nc = _MsgCand(nseq, nmsg, None, None)
+                    by_seq[nseq] = nc
+                    fresh.append(nc)
+        if fresh:
+            if qv is not None:
+                self._fill_similarities(con, fresh, qv, mat)
+            for nc in fresh:
+                nc.base = self.message_weights.base(nc.semantic, 0.0)
+            cands.extend(fresh)
+        for seq, others in links.items():
+            c = by_seq[seq]
+            c.neighbour = max(by_seq[o].base for o in others)
+
+    def _rank_messages(
+        self,
+        plan: QueryPlan,
+        cands: list[_MsgCand],
+        channel_id: str | None,
+        has_sem: bool,
+        mode: Mode,
+        limit: int,
+    ) -> list[tuple[_MsgCand, ScoreParts]]:
+        """Score, order, and gate messages.
+
+        Lexical overlap is not fused by default (``MessageWeights.lexical`` is
+        0) but the gate and the explanation need it; it is the costly part,
+        so it is computed only while walking down the ordered list.
+        """
+        now = self.clock()
+        w = self.message_weights
+        bm_norm = bm25_normalise([c.bm25_raw for c in cands])
+        lexq = LexicalQuery(plan.content)
+        eager = w.lexical > 0
+
+        def parts_for(c: _MsgCand, bm: float, lexical: float) -> ScoreParts:
+            created = parse_time(c.msg.created_at)
+            age = max(0.0, (now - created).total_seconds() / 86400) if created else 0.0
+            semantic = (c.semantic if c.semantic is not None else 0.0) if has_sem else None
+            return fuse_message(
+                semantic=semantic,
+                bm25=bm,
+                lexical=lexical,
+                neighbour=c.neighbour,
+                speaker=plan.speaker_weight(c.msg.author_id),
+                date=plan.date_score(created),
+                recency=recency_score(age, self.cfg.recency_half_days),
+                channel=channel_score(c.msg.channel_id, channel_id),
+                statement=statement_share(c.msg.content),
+                confidence=MESSAGE_CONFIDENCE,
+                weights=w,
+                gate=self.weights,
+            )
+
+        def quick(c: _MsgCand, bm: float) -> float:
+            # The order before lexical and explanation: the same sum as
+            # fuse_message, without building parts for every candidate.
+            created = parse_time(c.msg.created_at) if w.date or w.recency else None
+            rec = 0.0
+            if w.recency and created is not None:
+                rec = recency_score(
+                    max(0.0, (now - created).total_seconds() / 86400), self.cfg.recency_half_days
+                )
+            sem = c.semantic if (has_sem and c.semantic is not None) else 0.0
+            return w.combined(
+                min(1.0, max(0.0, sem)),
+                bm,
+                c.neighbour,
+                plan.speaker_weight(c.msg.author_id),
+                plan.date_score(created),
+                statement_share(c.msg.content) if w.statement else 0.0,
+                lexq.score(c.msg.content) if eager else 0.0,
+                rec,
+                channel_score(c.msg.channel_id, channel_id) if w.channel else 0.0,
+            )
+
+        pre = [(c, bm, quick(c, bm)) for c, bm in zip(cands, bm_norm, strict=True)]
+        pre.sort(key=lambda t: -t[2])
+        out: list[tuple[_MsgCand, ScoreParts]] = []
+        best: list[tuple[_MsgCand, ScoreParts]] = []
+        for c, bm, _ in pre:
+            parts = parts_for(c, bm, lexq.score(c.msg.content))
+            if len(best) < limit:
+                best.append((c, parts))
+            if mode == "all" or parts.passed:
+                out.append((c, parts))
+            if len(out) >= limit:
+                break
+        if mode == "fallback" and not out:
+            return best
+        return out

@@ -1,0 +1,345 @@
+"""Connections: one writer connection, a small pool of reader threads.
+
+Every write is a synchronous function ``fn(con, *args)`` run as one
+transaction on the writer connection, so a multi-statement change is atomic
+without an asyncio lock. Reads run on reader threads, each with its own
+connection; WAL lets them read while the writer writes.
+
+Writes normally run on the writer thread, one queued job after another.
+Writes issued while ``URGENT`` is set — the durable inbox sets it: an
+acknowledgement waits on them — take a fast path instead: if no transaction is
+open they run at once on the calling (event loop) thread, a fraction of a
+millisecond for a small insert; if one is open they wait for it to end
+(up to ``FAST_PATH_WAIT_S``) and otherwise jump the writer queue.
+A thread hop costs little on an idle machine but, under load, every hand-off
+of the GIL to the writer thread can wait a whole switch interval, per
+statement; the fast path has none. The connection lock keeps it one writer:
+the writer thread holds it only for the duration of one transaction, and
+``write_each`` commits item by item, so the fast path never waits behind a
+long batch of pipeline or vector writes.
+
+Checkpoints are ours too: automatic checkpoints would run inside whatever
+commit crosses the WAL threshold — possibly one on the event loop — so the
+writer connection has them off and the writer thread runs a passive
+checkpoint on its own connection every ``CHECKPOINT_EVERY`` commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
+from functools import partial
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from memory.errors import StorageError
+from memory.store import sqlite
+from memory.store.migrations import migrate
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+# Set (per task) by code whose caller is waiting on the write: the ingest
+# acknowledgement. Such writes take the fast path described above.
+URGENT: ContextVar[bool] = ContextVar("guildlore_urgent_write", default=False)
+
+# How long the fast path may block the event loop for a transaction in
+# progress to finish. Blocking is what makes it fast: while the loop waits on
+# the lock it does not hold the GIL, so the writer thread finishes its short
+# transaction at full speed (a millisecond or two), where a busy loop would
+# have starved it of the GIL for the whole transaction (a statement per switch
+# interval: 100 ms and more, measured). A genuinely long one (an erase, a
+# checkpoint) sends the write to the front of the writer queue instead.
+FAST_PATH_WAIT_S = 0.05
+CHECKPOINT_EVERY = 200  # commits between passive checkpoints (~1000 pages by default)
+# Page cache of each reader connection, KiB. SQLite's default (2 MiB) holds a
+# fraction of a big guild's facts table and FTS index: a search that joins
+# ~20k FTS matches to their fact rows then pays a pread() system call per
+# page miss (measured at 100k facts: the join 32 ms with the default, 19 ms
+# with a cache that holds the table). Pages are allocated as they are read,
+# so a small database never uses this much.
+READER_CACHE_KIB = 128 * 1024
+
+
+class _Job:
+    """One unit of work for the writer thread; the result goes back to the
+    future's loop."""
+
+    __slots__ = ("fn", "future")
+
+    def __init__(self, fn: Callable[[], Any], future: asyncio.Future[Any]) -> None:
+        self.fn = fn  # called on the writer thread, the connection lock not held
+        self.future = future
+
+
+def _resolve(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if fut.done():  # the awaiting task was cancelled meanwhile
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)
+
+
+class Database:
+    def __init__(self, path: Path, *, readers: int = 2) -> None:
+        self.path = path
+        self._readers = max(1, readers)
+        self._reader_pool: ThreadPoolExecutor | None = None
+        self._writer_thread: threading.Thread | None = None
+        self._writer_con: Any = None
+        self._con_lock = threading.Lock()  # held for exactly one write transaction
+        self._fast_waiting = threading.Event()  # cleared while a fast-path write waits
+        self._fast_waiting.set()
+        self._cond = threading.Condition()
+        self._urgent: deque[_Job] = deque()
+        self._normal: deque[_Job] = deque()
+        self._stopping = False
+        self._commits = 0  # since the last checkpoint
+        self._checkpoint_con: Any = None
+        self._local = threading.local()
+        self._reader_cons: list[Any] = []
+        self._reader_lock = threading.Lock()
+        self.versions: dict[str, str] = {}
+        self.inline_writes = 0  # urgent writes that took the fast path
+
+    # -- lifecycle -------------------------------------------------------
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._stopping = False
+        self._writer_thread = threading.Thread(
+            target=self._writer_main, name="guildlore-db-w", daemon=True
+        )
+        self._writer_thread.start()
+        self._reader_pool = ThreadPoolExecutor(
+            max_workers=self._readers, thread_name_prefix="guildlore-db-r"
+        )
+        try:
+            await self._submit(self._open_writer, urgent=True)
+        except BaseException:
+            await self.close()
+            raise
+
+    def _open_writer(self) -> None:
+        try:
+            con = sqlite.connect(self.path)
+            migrate(con)
+            con.execute("PRAGMA wal_autocheckpoint = 0")  # see the module docstring
+            self.versions = sqlite.versions(con)
+        except sqlite.Error as exc:
+            raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+        self._writer_con = con
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._reader_pool is not None:
+            pool, self._reader_pool = self._reader_pool, None
+            await loop.run_in_executor(None, partial(pool.shutdown, wait=True))
+            with self._reader_lock:
+                for con in self._reader_cons:
+                    con.close()
+                self._reader_cons.clear()
+        thread = self._writer_thread
+        if thread is not None:
+            if self._writer_con is not None:
+                with contextlib.suppress(StorageError):
+                    await self._submit(self._close_writer)
+            with self._cond:
+                self._stopping = True
+                self._cond.notify()
+            await asyncio.to_thread(thread.join)
+            self._writer_thread = None
+
+    def _close_writer(self) -> None:
+        with self._con_lock:
+            con, self._writer_con = self._writer_con, None
+        if self._checkpoint_con is not None:
+            self._checkpoint_con.close()
+            self._checkpoint_con = None
+        if con is not None:
+            _checkpoint_and_close(con)
+
+    @property
+    def is_open(self) -> bool:
+        return self._writer_thread is not None and not self._stopping
+
+    # -- running work ----------------------------------------------------
+    async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(con, *args)`` in one IMMEDIATE transaction (see ``URGENT``)."""
+        if URGENT.get() and self.is_open:
+            # Python locks are not fair: flag the wait so the writer thread does
+            # not take the lock straight back for its next transaction.
+            self._fast_waiting.clear()
+            try:
+                got = self._con_lock.acquire(timeout=FAST_PATH_WAIT_S)
+            finally:
+                self._fast_waiting.set()
+            if got:
+                try:
+                    self.inline_writes += 1
+                    return self._transaction(fn, args)
+                finally:
+                    self._con_lock.release()
+        return await self._submit(partial(self._locked_transaction, fn, args))
+
+    async def write_each(self, fn: Callable[..., T], items: Sequence[Any], *args: Any) -> list[T]:
+        """Run ``fn(con, item, *args)`` for each item, each in its own transaction.
+
+        Urgent writes go in between items. If one item fails, the items before
+        it stay committed and the error is raised."""
+        if not items:
+            return []
+
+        def run() -> list[T]:
+            out: list[T] = []
+            for i, item in enumerate(items):
+                if i:
+                    self._run_urgent()
+                out.append(self._locked_transaction(fn, (item, *args)))
+            return out
+
+        return await self._submit(run)
+
+    async def _submit(self, fn: Callable[[], T], *, urgent: bool | None = None) -> T:
+        if self._writer_thread is None or self._stopping:
+            raise StorageError("database is closed")
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        job = _Job(fn, fut)
+        with self._cond:
+            if URGENT.get() if urgent is None else urgent:
+                self._urgent.append(job)
+            else:
+                self._normal.append(job)
+            self._cond.notify()
+        return await fut
+
+    def _writer_main(self) -> None:
+        while True:
+            with self._cond:
+                while not self._urgent and not self._normal:
+                    if self._stopping:
+                        return
+                    if self._commits >= CHECKPOINT_EVERY:
+                        break
+                    self._cond.wait()
+                job = (
+                    self._urgent.popleft()
+                    if self._urgent
+                    else self._normal.popleft()
+                    if self._normal
+                    else None
+                )
+            if job is not None:
+                self._run_job(job)
+            if self._commits >= CHECKPOINT_EVERY:
+                self._checkpoint_passive()
+
+    def _run_urgent(self) -> None:
+        while True:
+            with self._cond:
+                if not self._urgent:
+                    return
+                job = self._urgent.popleft()
+            self._run_job(job)
+
+    def _run_job(self, job: _Job) -> None:
+        if job.future.done():  # cancelled before it started: like an executor, skip it
+            return
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = job.fn()
+        except BaseException as exc:  # handed to the awaiting task
+            error = exc
+        try:
+            job.future.get_loop().call_soon_threadsafe(_resolve, job.future, result, error)
+        except RuntimeError:  # the loop is closed; nobody is waiting any more
+            pass
+
+    def _locked_transaction(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        self._fast_waiting.wait()  # a fast-path write goes first
+        with self._con_lock:
+            return self._transaction(fn, args)
+
+    def _transaction(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        """One transaction; the caller holds ``_con_lock``."""
+        con = self._writer_con
+        if con is None:
+            raise StorageError("database is closed")
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(con, *args)
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
+        self._commits += 1
+        if self._commits == CHECKPOINT_EVERY:
+            with self._cond:
+                self._cond.notify()  # the writer thread checkpoints, off this path
+        return result
+
+    def _checkpoint_passive(self) -> None:
+        """Copy what WAL frames it can into the database file, blocking no one."""
+        self._commits = 0
+        try:
+            if self._checkpoint_con is None:
+                self._checkpoint_con = sqlite.connect(self.path)
+            self._checkpoint_con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite.Error:  # an optimisation: the next one catches up
+            log.warning("passive WAL checkpoint failed", exc_info=True)
+
+    async def checkpoint(self) -> None:
+        """Fold the WAL into the main file and truncate it (after an erase, the
+        WAL would otherwise still hold the old page images)."""
+
+        def run() -> None:
+            with self._con_lock:
+                if self._writer_con is None:
+                    raise StorageError("database is closed")
+                self._writer_con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+        await self._submit(run)
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(con, *args)`` on a reader thread inside one read transaction."""
+        if self._reader_pool is None:
+            raise StorageError("database is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader_pool, self._run_read, fn, args)
+
+    def _reader(self) -> Any:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = sqlite.connect(self.path)
+            con.execute("PRAGMA query_only = ON")
+            con.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
+            self._local.con = con
+            with self._reader_lock:
+                self._reader_cons.append(con)
+        return con
+
+    def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        con = self._reader()
+        # One transaction gives the function a consistent snapshot.
+        con.execute("BEGIN")
+        try:
+            return fn(con, *args)
+        finally:
+            con.execute("COMMIT")
+
+
+def _checkpoint_and_close(con: Any) -> None:
+    try:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite.Error:  # a checkpoint is an optimisation; closing still matters
+        log.warning("WAL checkpoint failed at close", exc_info=True)
+    con.close()

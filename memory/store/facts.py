@@ -1,0 +1,472 @@
+"""All SQL for facts (and, re-exported from ``memory.store_messages``, for
+messages). Functions take a connection and run inside the transaction that
+``Database.write``/``read`` opened.
+
+Every query that returns guild data filters by ``guild_id`` in SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memory.models import LORE_SUBJECT, Fact, HistoryEntry
+from memory.store.messages import _chunks, _prefixed
+from memory.store.messages import finish_message as finish_message
+from memory.store.messages import get_message as get_message
+from memory.store.messages import insert_messages as insert_messages
+from memory.store.messages import mark_journaled as mark_journaled
+from memory.store.messages import mark_messages as mark_messages
+from memory.store.messages import message_states as message_states
+from memory.store.messages import messages_by_seq as messages_by_seq
+from memory.store.messages import search_messages_fts as search_messages_fts
+from memory.store.messages import set_channel_name as set_channel_name
+from memory.store.messages import set_guild_name as set_guild_name
+from memory.store.messages import unfinished_messages as unfinished_messages
+from memory.store.messages import upsert_member as upsert_member
+from memory.store.vectors import delete_fact_vectors_index, index_fact_vector_if_present
+
+FACT_COLUMNS = (
+    "id, guild_id, channel_id, subject, fact, fact_type, evidence_text, source_message_id, "
+    "confidence, is_active, created_at, updated_at"
+)
+
+
+def row_to_fact(row: Any) -> Fact:
+    return Fact(
+        id=int(row["id"]),
+        guild_id=row["guild_id"],
+        channel_id=row["channel_id"],
+        subject=row["subject"],
+        fact=row["fact"],
+        fact_type=row["fact_type"],
+        evidence_text=row["evidence_text"],
+        source_message_id=row["source_message_id"],
+        confidence=float(row["confidence"]),
+        is_active=bool(row["is_active"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+# -- facts ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    fact: Fact
+    event: str  # "add" | "update"
+    changed: bool  # text-bearing fields changed (re-embed needed)
+
+
+def upsert_fact(
+    con: Any,
+    *,
+    guild_id: str,
+    channel_id: str | None,
+    subject: str,
+    fact: str,
+    fact_type: str,
+    evidence: str | None,
+    source_message_id: str | None,
+    confidence: float,
+    now: str,
+    actor: str,
+) -> UpsertResult:
+    old = con.execute(
+        f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE guild_id = ? AND subject = ? AND fact = ?",
+        (guild_id, subject, fact),
+    ).fetchone()
+    if old is None:
+        cur = con.execute(
+            "INSERT INTO memory_facts (guild_id, channel_id, subject, fact, fact_type, "
+            "evidence_text, source_message_id, confidence, is_active, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+            (
+                guild_id,
+                channel_id,
+                subject,
+                fact,
+                fact_type,
+                evidence,
+                source_message_id,
+                confidence,
+                now,
+                now,
+            ),
+        )
+        fact_id = int(cur.lastrowid)
+        add_history(con, guild_id, fact_id, subject, "add", None, fact, actor, source_message_id)
+        return UpsertResult(get_fact(con, guild_id, fact_id), "add", True)  # type: ignore[arg-type]
+    prev = row_to_fact(old)
+    con.execute(
+        "UPDATE memory_facts SET updated_at = ?, channel_id = ?, fact_type = ?, "
+        "evidence_text = ?, source_message_id = ?, confidence = max(confidence, ?), "
+        "is_active = 1 WHERE id = ?",
+        (now, channel_id, fact_type, evidence, source_message_id, confidence, prev.id),
+    )
+    if not prev.is_active:
+        index_fact_vector_if_present(con, prev.id)
+    reason = "re-activated" if not prev.is_active else None
+    add_history(
+        con, guild_id, prev.id, subject, "update", prev.fact, fact, actor, source_message_id, reason
+    )
+    changed = prev.evidence_text != evidence or prev.fact_type != fact_type
+    return UpsertResult(get_fact(con, guild_id, prev.id), "update", changed)  # type: ignore[arg-type]
+
+
+def add_history(
+    con: Any,
+    guild_id: str,
+    fact_id: int | None,
+    subject: str | None,
+    event: str,
+    old_text: str | None,
+    new_text: str | None,
+    actor: str,
+    source_message_id: str | None = None,
+    reason: str | None = None,
+    now: str | None = None,
+) -> None:
+    con.execute(
+        "INSERT INTO fact_history (guild_id, fact_id, subject, event, old_text, new_text, actor, "
+        "source_message_id, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "coalesce(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))",
+        (
+            guild_id,
+            fact_id,
+            subject,
+            event,
+            old_text,
+            new_text,
+            actor,
+            source_message_id,
+            reason,
+            now,
+        ),
+    )
+
+
+def get_fact(con: Any, guild_id: str, fact_id: int) -> Fact | None:
+    row = con.execute(
+        f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE guild_id = ? AND id = ?",
+        (guild_id, fact_id),
+    ).fetchone()
+    return row_to_fact(row) if row else None
+
+
+def get_fact_any_guild(con: Any, fact_id: int) -> Fact | None:
+    """For operator tools addressing a fact by id; callers then check the guild."""
+    row = con.execute(
+        f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE id = ?", (fact_id,)
+    ).fetchone()
+    return row_to_fact(row) if row else None
+
+
+def list_facts(
+    con: Any,
+    guild_id: str,
+    *,
+    subject: str | None = None,
+    fact_type: str | None = None,
+    active: bool | None = True,
+    before_id: int | None = None,
+    limit: int = 50,
+    subjects: Sequence[str] | None = None,
+) -> list[Fact]:
+    """Newest first by id; ``before_id`` is the cursor for the next page."""
+    where = ["guild_id = ?"]
+    args: list[Any] = [guild_id]
+    if subject is not None:
+        where.append("subject = ?")
+        args.append(subject)
+    if subjects:
+        where.append(f"subject IN ({','.join('?' * len(subjects))})")
+        args.extend(subjects)
+    if fact_type is not None:
+        where.append("fact_type = ?")
+        args.append(fact_type)
+    if active is not None:
+        where.append("is_active = ?")
+        args.append(int(active))
+    if before_id is not None:
+        where.append("id < ?")
+        args.append(before_id)
+    args.append(limit)
+    rows = con.execute(
+        f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE {' AND '.join(where)} "
+        "ORDER BY id DESC LIMIT ?",
+        args,
+    ).fetchall()
+    return [row_to_fact(r) for r in rows]
+
+
+def search_facts_fts(
+    con: Any, guild_id: str, match: str, limit: int, subjects: Sequence[str] | None = None
+) -> list[tuple[Fact, float]]:
+    """Active facts matching an FTS5 expression, with raw (negative) bm25."""
+    args: list[Any] = [match, guild_id]
+    extra = ""
+    if subjects:
+        extra = f" AND f.subject IN ({','.join('?' * len(subjects))})"
+        args.extend(subjects)
+    args.append(limit)
+    rows = con.execute(
+        f"SELECT {_prefixed(FACT_COLUMNS, 'f')}, bm25(memory_facts_fts) AS rank "
+        "FROM memory_facts_fts JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
+        f"WHERE memory_facts_fts MATCH ? AND f.guild_id = ? AND f.is_active = 1{extra} "
+        "ORDER BY rank LIMIT ?",
+        args,
+    ).fetchall()
+    return [(row_to_fact(r), float(r["rank"])) for r in rows]
+
+
+def archive_excess(
+    con: Any, guild_id: str, subject: str, keep: int, now: str, actor: str = "system"
+) -> list[int]:
+    """Keep the newest ``keep`` active facts of a subject; archive the rest."""
+    rows = con.execute(
+        "SELECT id, fact FROM memory_facts WHERE guild_id = ? AND subject = ? AND is_active = 1 "
+        "ORDER BY updated_at DESC, id DESC LIMIT -1 OFFSET ?",
+        (guild_id, subject, keep),
+    ).fetchall()
+    ids = [int(r["id"]) for r in rows]
+    for r in rows:
+        con.execute(
+            "UPDATE memory_facts SET is_active = 0, updated_at = ? WHERE id = ?", (now, r["id"])
+        )
+        add_history(
+            con,
+            guild_id,
+            int(r["id"]),
+            subject,
+            "archive",
+            r["fact"],
+            None,
+            actor,
+            reason=f"over the limit of {keep} active facts",
+            now=now,
+        )
+    delete_fact_vectors_index(con, ids)
+    return ids
+
+
+def set_fact_active(
+    con: Any, guild_id: str, fact_id: int, active: bool, actor: str, now: str
+) -> Fact | None:
+    fact = get_fact(con, guild_id, fact_id)
+    if fact is None or fact.is_active == active:
+        return fact
+    con.execute(
+        "UPDATE memory_facts SET is_active = ?, updated_at = ? WHERE id = ?",
+        (int(active), now, fact_id),
+    )
+    if active:
+        index_fact_vector_if_present(con, fact_id)
+    else:
+        delete_fact_vectors_index(con, [fact_id])
+    add_history(
+        con,
+        guild_id,
+        fact_id,
+        fact.subject,
+        "restore" if active else "archive",
+        fact.fact,
+        fact.fact,
+        actor,
+        now=now,
+    )
+    return get_fact(con, guild_id, fact_id)
+
+
+def edit_fact(
+    con: Any,
+    guild_id: str,
+    fact_id: int,
+    *,
+    text: str | None,
+    fact_type: str | None,
+    actor: str,
+    now: str,
+) -> Fact | None:
+    """Operator correction; raises IntegrityError if the new text duplicates another fact."""
+    fact = get_fact(con, guild_id, fact_id)
+    if fact is None:
+        return None
+    new_text = text if text is not None else fact.fact
+    new_type = fact_type if fact_type is not None else fact.fact_type
+    if new_text == fact.fact and new_type == fact.fact_type:
+        return fact
+    con.execute(
+        "UPDATE memory_facts SET fact = ?, fact_type = ?, updated_at = ? WHERE id = ?",
+        (new_text, new_type, now, fact_id),
+    )
+    # Stale vectors must not rank the corrected text; the embed job re-creates them.
+    con.execute("DELETE FROM memory_fact_vectors WHERE fact_id = ?", (fact_id,))
+    delete_fact_vectors_index(con, [fact_id])
+    add_history(
+        con,
+        guild_id,
+        fact_id,
+        fact.subject,
+        "update",
+        fact.fact,
+        new_text,
+        actor,
+        reason="operator edit",
+        now=now,
+    )
+    return get_fact(con, guild_id, fact_id)
+
+
+def delete_fact(con: Any, guild_id: str, fact_id: int, actor: str, now: str) -> bool:
+    fact = get_fact(con, guild_id, fact_id)
+    if fact is None:
+        return False
+    delete_fact_vectors_index(con, [fact_id])
+    con.execute("DELETE FROM memory_traces WHERE guild_id = ? AND fact_id = ?", (guild_id, fact_id))
+    con.execute("DELETE FROM memory_facts WHERE id = ?", (fact_id,))
+    # The audit trail keeps that a delete happened, not what was deleted.
+    con.execute(
+        "UPDATE fact_history SET old_text = NULL, new_text = NULL WHERE fact_id = ?", (fact_id,)
+    )
+    add_history(con, guild_id, fact_id, fact.subject, "delete", None, None, actor, now=now)
+    return True
+
+
+def fact_history(con: Any, guild_id: str, fact_id: int) -> list[HistoryEntry]:
+    rows = con.execute(
+        "SELECT id, guild_id, fact_id, event, old_text, new_text, actor, source_message_id, "
+        "reason, created_at FROM fact_history WHERE guild_id = ? AND fact_id = ? ORDER BY id",
+        (guild_id, fact_id),
+    ).fetchall()
+    return [
+        HistoryEntry(
+            id=int(r["id"]),
+            guild_id=r["guild_id"],
+            fact_id=r["fact_id"],
+            event=r["event"],
+            old_text=r["old_text"],
+            new_text=r["new_text"],
+            actor=r["actor"],
+            source_message_id=r["source_message_id"],
+            reason=r["reason"],
+            created_at=r["created_at"],
+        )
+        for r in rows
+    ]
+
+
+def snapshot_facts(con: Any, per_subject: int, lore_per_guild: int = 12) -> list[Fact]:
+    """Newest ``per_subject`` active facts of every member (``lore_per_guild`` for
+    lore) in every guild."""
+    rows = con.execute(
+        f"SELECT {FACT_COLUMNS} FROM ("
+        f"  SELECT {FACT_COLUMNS}, row_number() OVER ("
+        "    PARTITION BY guild_id, subject ORDER BY updated_at DESC, id DESC) AS rn "
+        "  FROM memory_facts WHERE is_active = 1"
+        ") WHERE rn <= CASE WHEN subject = ? THEN ? ELSE ? END "
+        "ORDER BY guild_id, subject, updated_at DESC",
+        (LORE_SUBJECT, lore_per_guild, per_subject),
+    ).fetchall()
+    return [row_to_fact(r) for r in rows]
+
+
+def display_names(con: Any) -> dict[tuple[str, str], str]:
+    return {
+        (r["guild_id"], r["user_id"]): r["display_name"]
+        for r in con.execute("SELECT guild_id, user_id, display_name FROM members")
+    }
+
+
+def guild_names(con: Any) -> dict[str, str | None]:
+    return {r["guild_id"]: r["name"] for r in con.execute("SELECT guild_id, name FROM guilds")}
+
+
+# -- forget -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ForgetCounts:
+    facts: int
+    vectors: int
+    messages: int
+    traces: int
+
+
+def forget_user(con: Any, guild_id: str, user_id: str, actor: str, now: str) -> ForgetCounts:
+    """Erase a member from one guild: facts about them, lore they caused, their
+    messages, vectors, FTS rows (via triggers), traces and history content."""
+    msg_rows = con.execute(
+        "SELECT seq, id FROM messages WHERE guild_id = ? AND author_id = ?", (guild_id, user_id)
+    ).fetchall()
+    msg_ids = [r["id"] for r in msg_rows]
+    fact_ids = [
+        int(r["id"])
+        for r in con.execute(
+            "SELECT id FROM memory_facts WHERE guild_id = ? AND subject = ?", (guild_id, user_id)
+        )
+    ]
+    # Lore that came out of this member's own messages goes too.
+    for chunk in _chunks(msg_ids, 500):
+        marks = ",".join("?" * len(chunk))
+        fact_ids.extend(
+            int(r["id"])
+            for r in con.execute(
+                f"SELECT id FROM memory_facts WHERE guild_id = ? AND subject = ? "
+                f"AND source_message_id IN ({marks})",
+                [guild_id, LORE_SUBJECT, *chunk],
+            )
+        )
+    vectors = 0
+    traces = 0
+    for chunk in _chunks(fact_ids, 500):
+        marks = ",".join("?" * len(chunk))
+        vectors += con.execute(
+            f"SELECT count(*) FROM memory_fact_vectors WHERE fact_id IN ({marks})", chunk
+        ).fetchone()[0]
+        delete_fact_vectors_index(con, chunk)
+        traces += con.execute(
+            f"DELETE FROM memory_traces WHERE guild_id = ? AND fact_id IN ({marks})",
+            [guild_id, *chunk],
+        ).rowcount
+        con.execute(f"DELETE FROM fact_history WHERE fact_id IN ({marks})", chunk)
+        con.execute(f"DELETE FROM memory_facts WHERE id IN ({marks})", chunk)
+    from memory.store.vectors import delete_message_vectors_index
+
+    seqs = [int(r["seq"]) for r in msg_rows]
+    for chunk in _chunks(seqs, 500):
+        delete_message_vectors_index(con, chunk)
+    for chunk in _chunks(msg_ids, 500):
+        marks = ",".join("?" * len(chunk))
+        traces += con.execute(
+            f"DELETE FROM memory_traces WHERE guild_id = ? AND (message_id IN ({marks}) "
+            f"OR reply_id IN ({marks}))",
+            [guild_id, *chunk, *chunk],
+        ).rowcount
+        con.execute(
+            f"UPDATE fact_history SET source_message_id = NULL WHERE guild_id = ? "
+            f"AND source_message_id IN ({marks})",
+            [guild_id, *chunk],
+        )
+        con.execute(
+            f"DELETE FROM messages WHERE guild_id = ? AND id IN ({marks})", [guild_id, *chunk]
+        )
+    con.execute("DELETE FROM action_log WHERE guild_id = ? AND subject = ?", (guild_id, user_id))
+    con.execute("DELETE FROM members WHERE guild_id = ? AND user_id = ?", (guild_id, user_id))
+    # voice_opt_outs is kept on purpose: it is consent, not memory, and
+    # erasing it would silently re-enable transcription of this member.
+    add_history(
+        con,
+        guild_id,
+        None,
+        user_id,
+        "forget",
+        None,
+        None,
+        actor,
+        reason=f"erased {len(fact_ids)} facts and {len(msg_ids)} messages",
+        now=now,
+    )
+    return ForgetCounts(len(fact_ids), int(vectors), len(msg_ids), int(traces))

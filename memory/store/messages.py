@@ -1,0 +1,236 @@
+"""SQL for the durable inbox: messages, and the guild/channel/member rows
+they introduce. Functions take a connection and run inside the transaction
+that ``Database.write``/``read`` opened; ``memory.store`` re-exports them.
+
+Every query that returns guild data filters by ``guild_id`` in SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from memory.models import IncomingMessage, StoredMessage
+
+MESSAGE_COLUMNS = (
+    "id, guild_id, channel_id, author_id, author_name, content, created_at, source, is_bot, "
+    "state, reply_to_id"
+)
+
+
+def row_to_message(row: Any) -> StoredMessage:
+    return StoredMessage(
+        id=row["id"],
+        guild_id=row["guild_id"],
+        channel_id=row["channel_id"],
+        author_id=row["author_id"],
+        author_name=row["author_name"],
+        content=row["content"],
+        created_at=row["created_at"],
+        source=row["source"],
+        is_bot=bool(row["is_bot"]),
+        state=row["state"],
+        reply_to_id=row["reply_to_id"],
+    )
+
+
+# -- messages (the durable inbox) ---------------------------------------------
+
+
+def insert_messages(con: Any, msgs: Sequence[IncomingMessage], received_at: str) -> list[bool]:
+    """INSERT OR IGNORE each message; True where the row is new.
+
+    A handful of set-based statements for the whole group (rows travel as one
+    JSON array), not several statements per message: this is the
+    acknowledgement path, and every statement is a GIL hand-off for the writer
+    thread while the event loop is busy.
+    """
+    ids = [m.id for m in msgs]
+    existing: set[str] = set()
+    for chunk in _chunks(ids, 500):
+        marks = ",".join("?" * len(chunk))
+        existing.update(
+            r[0] for r in con.execute(f"SELECT id FROM messages WHERE id IN ({marks})", chunk)
+        )
+    out: list[bool] = []
+    rows: list[list[Any]] = []
+    for m in msgs:
+        new = m.id not in existing
+        out.append(new)
+        if new:
+            existing.add(m.id)  # a repeated id later in the same group is not new
+            rows.append(
+                [
+                    m.id,
+                    m.guild_id,
+                    m.channel_id,
+                    m.author_id,
+                    m.author_name,
+                    m.content,
+                    m.created_at,
+                    m.source,
+                    int(m.is_bot),
+                    m.reply_to_id,
+                ]
+            )
+    if not rows:
+        return out
+    payload = json.dumps(rows, ensure_ascii=False)
+    con.execute(
+        "INSERT OR IGNORE INTO messages (id, guild_id, channel_id, author_id, author_name, "
+        "content, created_at, source, is_bot, reply_to_id, received_at) "
+        "SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, "
+        "value ->> 6, value ->> 7, value ->> 8, value ->> 9, ? FROM json_each(?) ORDER BY key",
+        (received_at, payload),
+    )
+    # The latest name of each author wins (rows are applied in message order).
+    con.execute(
+        "INSERT INTO members (guild_id, user_id, display_name, updated_at) "
+        "SELECT value ->> 1, value ->> 3, value ->> 4, ? FROM json_each(?) "
+        "WHERE value ->> 1 IS NOT NULL ORDER BY key "
+        "ON CONFLICT (guild_id, user_id) DO UPDATE SET display_name = excluded.display_name, "
+        "updated_at = excluded.updated_at",
+        (received_at, payload),
+    )
+    con.execute(
+        "INSERT INTO channels (guild_id, channel_id, updated_at) "
+        "SELECT DISTINCT value ->> 1, value ->> 2, ? FROM json_each(?) "
+        "WHERE value ->> 1 IS NOT NULL "
+        "ON CONFLICT (guild_id, channel_id) DO NOTHING",
+        (received_at, payload),
+    )
+    con.execute(
+        "INSERT INTO guilds (guild_id, updated_at) "
+        "SELECT DISTINCT value ->> 1, ? FROM json_each(?) WHERE value ->> 1 IS NOT NULL "
+        "ON CONFLICT (guild_id) DO NOTHING",
+        (received_at, payload),
+    )
+    return out
+
+
+def upsert_member(con: Any, guild_id: str, user_id: str, name: str, now: str) -> None:
+    con.execute(
+        "INSERT INTO members (guild_id, user_id, display_name, updated_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (guild_id, user_id) DO UPDATE SET display_name = excluded.display_name, "
+        "updated_at = excluded.updated_at",
+        (guild_id, user_id, name, now),
+    )
+
+
+def set_guild_name(con: Any, guild_id: str, name: str | None, now: str) -> None:
+    con.execute(
+        "INSERT INTO guilds (guild_id, name, updated_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (guild_id) DO UPDATE SET name = coalesce(excluded.name, guilds.name), "
+        "updated_at = excluded.updated_at",
+        (guild_id, name, now),
+    )
+
+
+def set_channel_name(con: Any, guild_id: str, channel_id: str, name: str | None, now: str) -> None:
+    con.execute(
+        "INSERT INTO channels (guild_id, channel_id, name, updated_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (guild_id, channel_id) DO UPDATE SET "
+        "name = coalesce(excluded.name, channels.name), updated_at = excluded.updated_at",
+        (guild_id, channel_id, name, now),
+    )
+
+
+def message_states(con: Any, ids: Sequence[str]) -> dict[str, tuple[str, bool]]:
+    """id → (state, journaled) for the ids that exist."""
+    out: dict[str, tuple[str, bool]] = {}
+    for chunk in _chunks(list(ids), 500):
+        marks = ",".join("?" * len(chunk))
+        for row in con.execute(
+            f"SELECT id, state, journaled FROM messages WHERE id IN ({marks})", chunk
+        ):
+            out[row["id"]] = (row["state"], bool(row["journaled"]))
+    return out
+
+
+def mark_messages(
+    con: Any, ids: Sequence[str], state: str, processed_at: str, reason: str | None = None
+) -> None:
+    con.executemany(
+        "UPDATE messages SET state = ?, state_reason = ?, processed_at = ?, "
+        "attempts = attempts + 1 WHERE id = ?",
+        [(state, reason, processed_at, i) for i in ids],
+    )
+
+
+def finish_message(
+    con: Any,
+    message_id: str,
+    state: str,
+    processed_at: str,
+    reason: str | None = None,
+    *,
+    journaled: bool = False,
+) -> None:
+    """Record the outcome of processing one message (and that its journal line
+    is written), in the transaction that wrote its facts."""
+    con.execute(
+        "UPDATE messages SET state = ?, state_reason = ?, processed_at = ?, "
+        "attempts = attempts + 1, journaled = max(journaled, ?) WHERE id = ?",
+        (state, reason, processed_at, int(journaled), message_id),
+    )
+
+
+def mark_journaled(con: Any, ids: Sequence[str]) -> None:
+    con.executemany("UPDATE messages SET journaled = 1 WHERE id = ?", [(i,) for i in ids])
+
+
+def unfinished_messages(
+    con: Any, limit: int, after_seq: int = 0
+) -> list[tuple[int, StoredMessage]]:
+    rows = con.execute(
+        f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE state IN ('pending', 'dropped') "
+        "AND seq > ? ORDER BY seq LIMIT ?",
+        (after_seq, limit),
+    ).fetchall()
+    return [(int(r["seq"]), row_to_message(r)) for r in rows]
+
+
+def get_message(con: Any, guild_id: str, message_id: str) -> StoredMessage | None:
+    row = con.execute(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE guild_id = ? AND id = ?",
+        (guild_id, message_id),
+    ).fetchone()
+    return row_to_message(row) if row else None
+
+
+def messages_by_seq(con: Any, guild_id: str, seqs: Sequence[int]) -> dict[int, StoredMessage]:
+    out: dict[int, StoredMessage] = {}
+    for chunk in _chunks(list(seqs), 500):
+        marks = ",".join("?" * len(chunk))
+        for r in con.execute(
+            f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE guild_id = ? AND seq IN ({marks})",
+            [guild_id, *chunk],
+        ):
+            out[int(r["seq"])] = row_to_message(r)
+    return out
+
+
+def search_messages_fts(
+    con: Any, guild_id: str, match: str, limit: int
+) -> list[tuple[int, StoredMessage, float]]:
+    """(seq, message, raw bm25) — bm25 is negative; lower is better."""
+    rows = con.execute(
+        f"SELECT m.seq AS seq, {_prefixed(MESSAGE_COLUMNS, 'm')}, bm25(messages_fts) AS rank "
+        "FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid "
+        "WHERE messages_fts MATCH ? AND m.guild_id = ? ORDER BY rank LIMIT ?",
+        (match, guild_id, limit),
+    ).fetchall()
+    return [(int(r["seq"]), row_to_message(r), float(r["rank"])) for r in rows]
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _prefixed(columns: str, alias: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()} AS {c.strip()}" for c in columns.split(","))
