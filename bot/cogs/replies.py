@@ -396,11 +396,11 @@ class Replies(commands.Cog):
             raise MalformedReply("no reply text after the memory lookup")
         stored: list[tuple[Fact, str]] = []
         for line in lines[:2]:
-            fact = await memory.remember_line(
+            remembered = await memory.remember_line(
                 gid, line, source_text=query, channel_id=cid, source_message_id=str(message.id)
             )
-            if fact is not None:
-                stored.append((fact, "add" if fact.created_at == fact.updated_at else "update"))
+            if remembered is not None:
+                stored.append((remembered.fact, remembered.event))
             else:
                 log.info("memoryLine refused by the guards: %r", line[:80])
         return ReplyResult(text, retrieved, stored)
