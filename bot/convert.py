@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 import discord
 
+from memory import ReplyRequest
 from memory.clock import iso
 from memory.models import IncomingMessage
 
@@ -128,3 +131,53 @@ def reply_visibility(guild: discord.Guild, channel: Any, member: discord.Member)
     if is_public(channel, guild):
         mine &= visible_channel_ids(guild, guild.default_role)
     return mine
+
+
+# -- replies: the plain values the engine composes a reply from --------------------------------
+
+
+def replied_message(message: discord.Message, author_id: int) -> discord.Message | None:
+    """The message ``message`` is a Discord reply to, if ``author_id`` wrote it."""
+    ref = message.reference
+    if ref is None:
+        return None
+    resolved = ref.resolved or ref.cached_message
+    if isinstance(resolved, discord.Message) and resolved.author.id == author_id:
+        return resolved
+    return None
+
+
+def strip_self_mention(text: str, names: Sequence[str], ids: Sequence[int]) -> str:
+    for i in ids:
+        text = re.sub(rf"<@!?{i}>", " ", text)
+    for name in names:
+        if name:
+            text = text.replace(f"@{name}", " ")
+    return " ".join(text.split())
+
+
+def reply_request(message: discord.Message, me: discord.abc.User) -> ReplyRequest:
+    """A guild member's message to the bot ``me`` as the engine's ``ReplyRequest``."""
+    guild, author = message.guild, message.author
+    if guild is None or not isinstance(author, discord.Member):
+        raise ValueError("only a guild member's message gets a reply")
+    shown_as = guild.me or me
+    visible = reply_visibility(guild, message.channel, author)
+    replied = replied_message(message, me.id)
+    return ReplyRequest(
+        guild_id=str(guild.id),
+        guild_name=guild.name,
+        channel_id=str(message.channel.id),
+        channel_name=getattr(message.channel, "name", "chat"),
+        author_id=str(author.id),
+        author_name=author_name(author),
+        message_id=str(message.id),
+        text=strip_self_mention(
+            message.clean_content, [shown_as.display_name, shown_as.name], [me.id]
+        ),
+        visible_channels=frozenset(visible),
+        channel_names={
+            str(c.id): c.name for c in [*guild.channels, *guild.threads] if str(c.id) in visible
+        },
+        replied_text=(replied.content or None) if replied is not None else None,
+    )

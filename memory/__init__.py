@@ -11,6 +11,7 @@ from memory.config import (
     RetrievalConfig,
     SnapshotConfig,
 )
+from memory.conversation import ReplyRequest, ReplyResult, compose_reply
 from memory.engine import Memory
 from memory.errors import (
     ConfigError,
@@ -19,6 +20,7 @@ from memory.errors import (
     ImportFormatError,
     InvalidInput,
     LLMError,
+    MalformedReply,
     MemoryError_,
     MigrationError,
     StorageError,
@@ -35,6 +37,7 @@ from memory.models import (
     IncomingMessage,
     IngestOutcome,
     PromptSlice,
+    Remembered,
     ScoreParts,
     StoredMessage,
     Trace,
@@ -60,15 +63,20 @@ __all__ = [
     "InvalidInput",
     "LLMConfig",
     "LLMError",
+    "MalformedReply",
     "Memory",
     "MemoryConfig",
     "MemoryError_",
     "MigrationError",
     "PromptSlice",
+    "Remembered",
+    "ReplyRequest",
+    "ReplyResult",
     "RetrievalConfig",
     "ScoreParts",
     "SnapshotConfig",
     "StorageError",
     "StoredMessage",
     "Trace",
+    "compose_reply",
 ]

@@ -36,6 +36,7 @@ from memory.models import (
     IncomingMessage,
     IngestOutcome,
     PromptSlice,
+    Remembered,
     SearchScope,
     StoredMessage,
 )
@@ -301,15 +302,16 @@ class Memory(OperatorOps):
         channel_id: str | None = None,
         source_message_id: str | None = None,
         actor: str = "lore",
-    ) -> Fact | None:
-        """Store a lore line (SPEC §3). None when the line fails the guards."""
+    ) -> Remembered | None:
+        """Store a lore line grounded in ``source_text``, with whether it was new
+        ("add") or already known ("update"). None when the line fails the guards."""
         text = normalise_lore_line(line, source_text)
         if text is None:
             return None
         now = iso(self.clock())
         cfg = self.config.ingest
 
-        def work(con: Any) -> Fact:
+        def work(con: Any) -> Remembered:
             up = store.upsert_fact(
                 con,
                 guild_id=guild_id,
@@ -333,12 +335,12 @@ class Memory(OperatorOps):
                 subject=actor.removeprefix("user:") if actor.startswith("user:") else None,
                 detail={"fact_id": up.fact.id, "event": up.event, "lore": True},
             )
-            return up.fact
+            return Remembered(up.fact, up.event)
 
-        fact = await self.db.write(work)
-        self.embeddings.schedule_facts([fact])
+        remembered = await self.db.write(work)
+        self.embeddings.schedule_facts([remembered.fact])
         self.snapshot.request()
-        return fact
+        return remembered
 
     async def forget(self, guild_id: str, user_id: str, *, actor: str = "system") -> ForgetReport:
         """Erase a member from one guild everywhere: SQL rows, vectors, FTS, journals, snapshot."""

@@ -7,6 +7,7 @@ MemoryError_
 ├── ExtractionError      an extractor's transport or parse failure
 ├── EmbeddingError       an embedding provider failure
 ├── LLMError             chat-model transport or parse failure
+│   └── MalformedReply   the model answered, but with nothing usable
 ├── ImportFormatError    an export file that cannot be read (with position)
 └── InvalidInput         caller passed something we refuse (clear message)
 """
@@ -40,6 +41,10 @@ class EmbeddingError(MemoryError_):
 
 class LLMError(MemoryError_):
     pass
+
+
+class MalformedReply(LLMError):
+    """The model answered, but with nothing usable."""
 
 
 class ImportFormatError(MemoryError_):

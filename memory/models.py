@@ -144,6 +144,14 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class Remembered:
+    """A lore line as stored: the fact, and whether it was new or already known."""
+
+    fact: Fact
+    event: Literal["add", "update"]
+
+
+@dataclass(frozen=True)
 class PromptSlice:
     user_facts: tuple[Hit, ...]
     relevant_facts: tuple[Hit, ...]

@@ -40,6 +40,11 @@ def test_nothing_imports_bot_and_dashboard_never_imports_discord() -> None:
         assert "bot" not in {n.split(".")[0] for n in _imports(path)}
 
 
+def test_the_replies_cog_uses_only_the_memory_facade() -> None:
+    engine = {n for n in _imports(ROOT / "bot/cogs/replies.py") if n.split(".")[0] == "memory"}
+    assert engine == {"memory"}
+
+
 def test_only_the_voice_adapter_touches_voice_internals() -> None:
     for path in (ROOT / "bot").rglob("*.py"):
         names = {n.split(".")[0] for n in _imports(path)} | _imports(path)

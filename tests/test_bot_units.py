@@ -1,64 +1,15 @@
-"""Pure parts of the bot (reply parsing, splitting, prompt sections), the jobs, the run command."""
+"""Pure parts of the bot (reply splitting, mention stripping), the jobs, the run command."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 import pytest
 
-from bot.cogs.replies import (
-    MalformedReply,
-    parse_reply,
-    render_lookup,
-    render_sections,
-    split_message,
-    strip_self_mention,
-)
+from bot.cogs.replies import split_message
+from bot.convert import strip_self_mention
 from bot.jobs import Jobs
-from memory.models import Hit, PromptSlice, ScoreParts
-
-
-def hit(text: str, *, kind: str = "fact", evidence: str | None = None, **kw: Any) -> Hit:
-    parts = ScoreParts(lexical=0.5, semantic=0.4, confidence=0.8, recency=0.9, channel=1.0)
-    base: dict[str, Any] = {
-        "kind": kind,
-        "id": "1",
-        "guild_id": "g",
-        "channel_id": "c",
-        "subject": "u",
-        "text": text,
-        "fact_type": "preference",
-        "evidence_text": evidence,
-        "source_message_id": None,
-        "confidence": 0.8,
-        "created_at": "2026-11-20T10:00:00.000Z",
-        "score": 0.6,
-        "parts": parts,
-    }
-    base.update(kw)
-    return Hit(**base)
-
-
-def test_parse_reply_json_fields() -> None:
-    r = parse_reply(
-        json.dumps({"text": " hi ", "memoryLine": "x y z w", "memoryLookupQuery": None})
-    )
-    assert (r.text, r.memory_line, r.lookup, r.structured) == ("hi", "x y z w", None, True)
-    long = parse_reply(json.dumps({"text": "", "memoryLookupQuery": "q" * 500}))
-    assert long.lookup == "q" * 220 and long.text == ""
-    fenced = parse_reply('Sure!\n```json\n{"text": "fenced"}\n```')
-    assert fenced.text == "fenced"
-
-
-def test_parse_reply_plain_text_and_salvage() -> None:
-    assert parse_reply("just words").text == "just words"
-    assert not parse_reply("just words").structured
-    assert parse_reply('{"text": "cut off here", "memoryLine": nu').text == "cut off here"
-    for bad in ("", "  ", '{"memoryLine": "x"}', '{"text": [1, 2'):
-        with pytest.raises(MalformedReply):
-            parse_reply(bad)
 
 
 def test_split_message() -> None:
@@ -71,31 +22,6 @@ def test_split_message() -> None:
     assert [len(c) for c in split_message(unbroken)] == [2000, 2000, 500]
     capped = split_message("y" * 20000)
     assert len(capped) == 4 and capped[-1].endswith("…") and len(capped[-1]) <= 2000
-
-
-def test_render_sections_with_provenance() -> None:
-    s = PromptSlice(
-        user_facts=(hit("Ana loves tea.", evidence='I love "green" tea'),),
-        relevant_facts=(),
-        relevant_messages=(hit("see you at 8", kind="message", author_name="Bo"),),
-    )
-    out = render_sections(s, {"c": "general"})
-    assert out.splitlines() == [
-        "Known facts about this user:",
-        '- Ana loves tea. (conf 0.80, 2026-11-20, evidence: "I love \\"green\\" tea")',
-        "",
-        "Relevant durable memory:",
-        "(none)",
-        "",
-        "Relevant past messages:",
-        '- (2026-11-20, #general) Bo: "see you at 8"',
-    ]
-    assert (
-        render_lookup("tea", [hit("Ana loves tea.")])
-        .splitlines()[1]
-        .startswith("[M1] Ana loves tea. (conf 0.80")
-    )
-    assert "no durable match" in render_lookup("tea", [])
 
 
 def test_strip_self_mention() -> None:

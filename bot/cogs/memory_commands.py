@@ -112,19 +112,19 @@ async def about_member(
 async def remember_lore(
     memory: Memory, guild: discord.Guild, channel: Any, member: discord.Member, text: str
 ) -> Answer:
-    fact = await memory.remember_line(
+    remembered = await memory.remember_line(
         str(guild.id),
         text,
         source_text=text,
         channel_id=str(channel.id),
         actor=f"user:{member.id}",
     )
-    if fact is None:
+    if remembered is None:
         return Answer(
             "I can't store that as server lore: it must be at least 4 characters and "
             "can't look like an instruction or contain secrets."
         )
-    return Answer(f"Noted as server lore: {fact.fact}", ephemeral=False)
+    return Answer(f"Noted as server lore: {remembered.fact.fact}", ephemeral=False)
 
 
 async def forget_user(memory: Memory, guild: discord.Guild, user_id: int, actor: str) -> str:

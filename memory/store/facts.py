@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from memory.models import LORE_SUBJECT, Fact, HistoryEntry
 from memory.store.messages import _chunks, _prefixed
@@ -56,7 +56,7 @@ def row_to_fact(row: Any) -> Fact:
 @dataclass(frozen=True)
 class UpsertResult:
     fact: Fact
-    event: str  # "add" | "update"
+    event: Literal["add", "update"]
     changed: bool  # text-bearing fields changed (re-embed needed)
 
 
