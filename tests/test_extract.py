@@ -9,7 +9,8 @@ import openai
 import pytest
 
 from memory.errors import ExtractionError
-from memory.extract.guards import clean_message, filter_candidates, is_instruction_like
+from memory.extract.guards import clean_message, filter_candidates
+from memory.extract.injection import is_instruction_like
 from memory.extract.llm import ExtractionItem, Extractor, LLMExtractor, RuleExtractor
 from memory.models import Candidate
 from tests.fakeopenai import FakeOpenAI, Fault
