@@ -242,6 +242,35 @@ def filter_candidates(
     return FilterResult(accepted=accepted, rejected=rejected)
 
 
+# -- operator text ----------------------------------------------------------------
+
+_REFUSALS = {
+    "directive_markup": "it contains directive markup ([[…]], a chat-template token or a role label)",
+    "override_phrase": "it reads like an instruction to override the bot's rules",
+    "output_directive": "it reads like an instruction about how the bot must reply",
+    "injection_word": (
+        "it uses a word the injection filter refuses "
+        "(system, developer, instruction, policy, jailbreak, override)"
+    ),
+    "prompt_reference": "it refers to the bot's prompt",
+    "secret": "it mentions a password, key, token, code or other secret",
+    "secret_shape": "it contains something shaped like a key or token",
+}
+
+
+def operator_text_refusal(text: str) -> str | None:
+    """Why fact text written by an operator may not be stored, or None if it may.
+
+    Operator corrections pass the same instruction/injection and secret checks
+    as extracted facts. Grounding does not apply: the operator is the source.
+    The answer is a sentence for the operator, naming the rule.
+    """
+    reason = instruction_reason(text)
+    if reason is None:
+        return None
+    return f"fact text refused: {_REFUSALS.get(reason, 'it fails the safety filter')} ({reason})"
+
+
 # -- lore lines -------------------------------------------------------------------
 
 _LORE_FILLER = re.compile(
