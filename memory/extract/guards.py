@@ -169,6 +169,16 @@ class FilterResult:
     accepted: list[Candidate] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
 
+    def refusals(self) -> dict[str, int]:
+        """Candidates the instruction/secret checks refused, counted by rule name
+        (ungrounded, too short and duplicate candidates are not refusals)."""
+        out: dict[str, int] = {}
+        for r in self.rejected:
+            kind, _, rule = r.reason.partition(":")
+            if kind == "instruction_like":
+                out[rule] = out.get(rule, 0) + 1
+        return out
+
 
 def _confidence(value: object) -> float:
     try:
