@@ -71,6 +71,11 @@ def strip_invisible(text: str) -> str:
     return _INVISIBLE.sub("", text)
 
 
+def is_invisible(ch: str) -> bool:
+    """Is the one-character string ``ch`` a default-ignorable code point?"""
+    return _INVISIBLE.fullmatch(ch) is not None
+
+
 # Characters that are invisible or reorder display. ZWJ/ZWNJ (U+200C/D) and
 # variation selectors are kept: they are part of emoji sequences and of
 # Persian and Indic spelling. Matching (``strip_invisible``) drops them all.

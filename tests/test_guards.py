@@ -360,6 +360,8 @@ async def test_obfuscated_llm_candidates_are_not_stored_or_shown(
     for fact in refused:
         assert fact not in snapshot, fact
         assert strip_invisible(fact) not in snapshot, fact
+    # The message itself is a journal highlight, with the password masked.
+    assert "my passw0rd is \\[redacted\\]" in snapshot and "hunter2" not in snapshot
 
 
 async def test_guard_refusals_are_in_the_action_log_without_the_text(
