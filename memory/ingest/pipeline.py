@@ -25,8 +25,8 @@ from typing import Any
 from memory.clock import Clock, iso
 from memory.config import IngestConfig
 from memory.errors import ExtractionError
+from memory.extract.base import ExtractionItem, Extractor
 from memory.extract.guards import clean_message, filter_candidates
-from memory.extract.llm import ExtractionItem, Extractor
 from memory.guild_settings import GuildSettings
 from memory.ingest.jobs import Job, extraction_done, wait_written
 from memory.journal import Journal, JournalLine, format_line
