@@ -48,7 +48,7 @@ async def _import_once(export: Path, embeddings: str) -> dict[str, Any]:
     from bot.commands.import_ import import_files
     from memory.config import EmbeddingConfig, MemoryConfig
     from memory.engine import Memory
-    from memory.extract.llm import RuleExtractor
+    from memory.extract.rules.extractor import RuleExtractor
 
     data = Path(tempfile.mkdtemp(prefix="guildlore-bench-import-"))
     try:

@@ -46,7 +46,8 @@ from bench._common import cycle, export_texts, loadavg, percentile, print_table,
 from memory.clock import iso, system_clock
 from memory.config import EmbeddingConfig, IngestConfig, MemoryConfig
 from memory.engine import Memory
-from memory.extract.llm import LLMExtractor, RuleExtractor
+from memory.extract.llm import LLMExtractor
+from memory.extract.rules.extractor import RuleExtractor
 from memory.models import IncomingMessage
 from tests.fakeopenai import FakeOpenAI
 

@@ -253,7 +253,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from memory.config import EmbeddingConfig, MemoryConfig
     from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
     from memory.engine import Memory
-    from memory.extract.llm import RuleExtractor
+    from memory.extract.rules.extractor import RuleExtractor
     from memory.retrieval.retriever import RetrievalTuning
 
     sizes = sorted(args.sizes)

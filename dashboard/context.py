@@ -35,6 +35,7 @@ ACTION_KINDS = (
     "memory_fact",
     "memory_extract_call",
     "memory_extract_error",
+    "memory_guard_reject",
     "memory_embedding_call",
     "memory_embedding_error",
     "memory_trace",

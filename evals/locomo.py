@@ -327,7 +327,7 @@ async def run_benchmark(
 ) -> tuple[dict[str, Any], list[QuestionResult]]:
     from memory.config import MemoryConfig
     from memory.engine import Memory
-    from memory.extract.llm import RuleExtractor
+    from memory.extract.rules.extractor import RuleExtractor
 
     conversations = load(data)
     limit = max(ks)

@@ -21,8 +21,8 @@ from memory.config import MemoryConfig
 from memory.embed.local import Embedder
 from memory.embed.service import GUILD_MODEL_KEY, EmbeddingService
 from memory.errors import InvalidInput
+from memory.extract.base import Extractor
 from memory.extract.guards import normalise_lore_line
-from memory.extract.llm import Extractor
 from memory.guild_settings import GuildSettings
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue, Job
@@ -126,7 +126,7 @@ class Memory(OperatorOps):
         start: bool = True,
     ) -> Memory:
         if extractor is None:
-            from memory.extract.llm import RuleExtractor
+            from memory.extract.rules.extractor import RuleExtractor
 
             extractor = RuleExtractor()
         mem = cls(

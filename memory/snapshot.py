@@ -20,6 +20,7 @@ from memory.clock import iso
 from memory.config import SnapshotConfig
 from memory.journal import Journal, JournalEntry, atomic_write_bytes
 from memory.models import LORE_SUBJECT, Fact
+from memory.sensitive import mask_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -255,7 +256,10 @@ def _highlight_items(journal: Journal, cfg: SnapshotConfig) -> list[_Item]:
         line = (
             f"- {md_inline(entry.time)} · {md_inline(entry.author_name)} "
             f"({md_inline(entry.author_id)}) · guild {md_inline(entry.guild_id)} "
-            f"channel {md_inline(entry.channel_id)}: {md_inline(text, HIGHLIGHT_MAX_CHARS)}"
+            f"channel {md_inline(entry.channel_id)}: "
+            # The journal keeps what members wrote, secrets included; the
+            # snapshot is for reading, so a posted password or key is masked.
+            f"{md_inline(mask_secrets(text), HIGHLIGHT_MAX_CHARS)}"
         )
         items.append(_Item((), line, 0))
     return items

@@ -1,4 +1,4 @@
-"""Text normalisation shared by the guards, scoring and retrieval.
+"""Text normalisation shared by the guards, the snapshot, scoring and retrieval.
 
 ``compact`` and ``tokens`` implement SPEC §4's "compact" form. Tokenisation is
 Unicode-aware: letters and digits of any script count. Scripts written without
@@ -15,9 +15,37 @@ _URL = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
 _CUSTOM_EMOJI = re.compile(r"<a?:\w{1,64}:\d{5,25}>")
 _MENTION = re.compile(r"<(?:@[!&]?|#)\d{5,25}>")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-# Zero-width and bidi controls carry no meaning for matching and are a common
-# way to smuggle text past filters ("sys\u200btem").
-_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+# Unicode's Default_Ignorable_Code_Point property: characters a renderer shows
+# as nothing (zero-width and bidi controls, joiners, variation selectors, tag
+# characters, Hangul fillers, Khmer inherent vowels, musical beam controls …).
+# They carry no meaning for matching and are the usual way to smuggle a word
+# past a filter ("ign\u061core"). Ranges copied from DerivedCoreProperties.txt
+# of Unicode 14.0.0, the version of Python 3.11's ``unicodedata``
+# (``unicodedata.unidata_version``); tests/test_guards.py checks them against
+# ``unicodedata``'s general categories. The variation selectors (U+180B–180D,
+# 180F, FE00–FE0F, E0100–E01EF) are all inside these ranges.
+DEFAULT_IGNORABLE_RANGES: tuple[tuple[int, int], ...] = (
+    (0x00AD, 0x00AD),  # SOFT HYPHEN
+    (0x034F, 0x034F),  # COMBINING GRAPHEME JOINER
+    (0x061C, 0x061C),  # ARABIC LETTER MARK
+    (0x115F, 0x1160),  # HANGUL CHOSEONG/JUNGSEONG FILLER
+    (0x17B4, 0x17B5),  # KHMER VOWEL INHERENT AQ, AA
+    (0x180B, 0x180F),  # MONGOLIAN FREE VARIATION SELECTORS, VOWEL SEPARATOR
+    (0x200B, 0x200F),  # ZERO WIDTH SPACE, ZWNJ, ZWJ, LRM, RLM
+    (0x202A, 0x202E),  # bidi embeddings and overrides
+    (0x2060, 0x206F),  # WORD JOINER … invisible operators, bidi isolates, deprecated format
+    (0x3164, 0x3164),  # HANGUL FILLER
+    (0xFE00, 0xFE0F),  # VARIATION SELECTOR-1 … 16
+    (0xFEFF, 0xFEFF),  # ZERO WIDTH NO-BREAK SPACE (BOM)
+    (0xFFA0, 0xFFA0),  # HALFWIDTH HANGUL FILLER
+    (0xFFF0, 0xFFF8),  # unassigned, reserved as ignorable
+    (0x1BCA0, 0x1BCA3),  # SHORTHAND FORMAT controls
+    (0x1D173, 0x1D17A),  # MUSICAL SYMBOL BEGIN BEAM … END PHRASE
+    (0xE0000, 0xE0FFF),  # tags, VARIATION SELECTOR-17 … 256, reserved
+)
+_INVISIBLE = re.compile(
+    "[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in DEFAULT_IGNORABLE_RANGES) + "]"
+)
 
 _NO_SPACE_RANGES: tuple[tuple[int, int], ...] = (
     (0x0E00, 0x0EFF),  # Thai, Lao
@@ -39,7 +67,75 @@ def _is_no_space_char(ch: str) -> bool:
 
 
 def strip_invisible(text: str) -> str:
+    """``text`` without its default-ignorable code points (see above)."""
     return _INVISIBLE.sub("", text)
+
+
+def is_invisible(ch: str) -> bool:
+    """Is the one-character string ``ch`` a default-ignorable code point?"""
+    return _INVISIBLE.fullmatch(ch) is not None
+
+
+# Characters that are invisible or reorder display. ZWJ/ZWNJ (U+200C/D) and
+# variation selectors are kept: they are part of emoji sequences and of
+# Persian and Indic spelling. Matching (``strip_invisible``) drops them all.
+_HIDDEN_FOR_DISPLAY = re.compile(
+    "[\u00ad\u034f\u115f\u1160\u180e\u200b\u202a-\u202e\u2060-\u2064\u2066-\u2069"
+    "\u3164\ufeff\uffa0\ufff9-\ufffb]"
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub(text: str) -> str:
+    """Make any str safe to store and display: no lone surrogates or controls."""
+    if not isinstance(text, str):
+        text = str(text)
+    # Lone surrogates cannot be encoded as UTF-8 (SQLite, files); replace them.
+    text = _SURROGATE.sub("\ufffd", text)
+    text = _CONTROL.sub(" ", text)
+    return _HIDDEN_FOR_DISPLAY.sub("", text)
+
+
+# Latin look-alikes from Cyrillic and Greek. Folded only inside words that also
+# contain Latin letters, so real Russian or Greek words are untouched while
+# "ѕуѕtem" (Cyrillic ѕ, у) is caught.
+_CONFUSABLES = str.maketrans(
+    {
+        "а": "a", "в": "b", "е": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p",
+        "с": "c", "т": "t", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ј": "j", "ԁ": "d",
+        "ɡ": "g", "ο": "o", "α": "a", "ε": "e", "ι": "i", "κ": "k", "ν": "v", "ρ": "p",
+        "τ": "t", "υ": "u", "χ": "x", "ѵ": "v", "ԛ": "q", "ԝ": "w",
+    }
+)  # fmt: skip
+# Digits and symbols typed for letters ("passw0rd", "p@ss", "$ecret"). "1" is
+# both "i" ("1gnore") and "l" ("ru1es"), so callers try both readings.
+_LEET = {"0": "o", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
+_LEET_I = str.maketrans({**_LEET, "1": "i"})
+_LEET_L = str.maketrans({**_LEET, "1": "l"})
+_LEET_CHARS = re.compile(r"[013457@$]")
+_LOOKALIKE_TOKEN = re.compile(r"[\w@$]+")
+_LATIN = re.compile(r"[a-z]")
+
+
+def fold_lookalikes(text: str, *, one: str = "i") -> str:
+    """Lower-cased ``text`` with look-alikes read as the Latin letter they mimic.
+
+    Only words that contain a Latin letter are touched, so numbers ("2024",
+    "$50") and other scripts stay as they are. Every character maps to one
+    character: positions in the result are positions in ``text``.
+    """
+    leet = _LEET_L if one == "l" else _LEET_I
+
+    def fold(m: re.Match[str]) -> str:
+        word = m.group(0)
+        if not word.isascii() and _LATIN.search(word):
+            word = word.translate(_CONFUSABLES)
+        if _LATIN.search(word) and _LEET_CHARS.search(word):
+            word = word.translate(leet)
+        return word
+
+    return _LOOKALIKE_TOKEN.sub(fold, text)
 
 
 def compact(text: str) -> str:

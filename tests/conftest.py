@@ -98,6 +98,6 @@ async def make_memory(tmp_path: Path, local_embedder: Any) -> AsyncIterator[Call
 
 
 def _rules() -> Any:
-    from memory.extract.llm import RuleExtractor
+    from memory.extract.rules.extractor import RuleExtractor
 
     return RuleExtractor()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memory.extract.llm import RuleExtractor
+from memory.extract.rules.extractor import RuleExtractor
 from memory.models import Candidate
 from tests.helpers import ALICE, BOB, CHANNEL, GUILD, OTHER_GUILD, ScriptedExtractor, msg
 

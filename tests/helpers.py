@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from memory.clock import iso
 from memory.errors import ExtractionError
-from memory.extract.llm import ExtractionItem
+from memory.extract.base import ExtractionItem
 from memory.models import Candidate, IncomingMessage
 
 _ids = itertools.count(1_000_000_000_000_000)

@@ -76,3 +76,37 @@ def test_importing_the_packages_has_no_side_effects(tmp_path: Path) -> None:
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert out.stdout.strip() == "[]", "importing created files"
+
+
+def _top_level_names(path: Path) -> set[str]:
+    """Names a module defines itself (not the ones it imports)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_extraction_names_come_from_their_defining_module() -> None:
+    """No re-export shims and no private names across modules in memory.extract."""
+    for folder in ("memory", "bot", "dashboard", "tests", "bench", "evals", "scripts"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if not (
+                    isinstance(node, ast.ImportFrom)
+                    and node.level == 0
+                    and (node.module or "").startswith("memory.extract")
+                ):
+                    continue
+                assert node.module is not None
+                target = ROOT.joinpath(*node.module.split("."))
+                for alias in node.names:
+                    assert not alias.name.startswith("_"), f"{path}: {node.module}.{alias.name}"
+                    if (target / f"{alias.name}.py").exists():
+                        continue  # a submodule
+                    defined = _top_level_names(target.with_suffix(".py"))
+                    assert alias.name in defined, f"{path}: {node.module} re-exports {alias.name}"

@@ -9,8 +9,11 @@ import openai
 import pytest
 
 from memory.errors import ExtractionError
-from memory.extract.guards import clean_message, filter_candidates, is_instruction_like
-from memory.extract.llm import ExtractionItem, Extractor, LLMExtractor, RuleExtractor
+from memory.extract.base import ExtractionItem, Extractor
+from memory.extract.guards import clean_message, filter_candidates
+from memory.extract.injection import is_instruction_like
+from memory.extract.llm import LLMExtractor
+from memory.extract.rules.extractor import RuleExtractor
 from memory.models import Candidate
 from tests.fakeopenai import FakeOpenAI, Fault
 

@@ -13,7 +13,8 @@ import pytest
 
 from memory.config import IngestConfig
 from memory.errors import StorageError
-from memory.extract.llm import ExtractionItem, LLMExtractor
+from memory.extract.base import ExtractionItem
+from memory.extract.llm import LLMExtractor
 from memory.models import Candidate
 from memory.store import facts as store
 from memory.store.db import URGENT, Database

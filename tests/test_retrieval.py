@@ -269,7 +269,7 @@ def test_no_search_ever_returns_another_guilds_fact(tmp_path: Path, local_embedd
     mode, only the asked guild's rows come back (the guild filter is SQL)."""
     from memory.config import MemoryConfig
     from memory.engine import Memory
-    from memory.extract.llm import RuleExtractor
+    from memory.extract.rules.extractor import RuleExtractor
 
     loop = asyncio.new_event_loop()
     guilds = (GUILD, OTHER_GUILD, "333000000000000001")

@@ -13,6 +13,7 @@ from markdown_it import MarkdownIt
 from memory.config import SnapshotConfig
 from memory.journal import Journal
 from memory.models import LORE_SUBJECT, Fact
+from memory.sensitive import mask_secrets
 from memory.snapshot import (
     HIGHLIGHTS_HEADING,
     LORE_HEADING,
@@ -181,6 +182,65 @@ def test_highlights_caps_filters_and_sources(tmp_path: Path) -> None:
     assert not any("older day 4" in line for line in text.splitlines())
 
     assert section(text, SOURCES_HEADING) == [f"- 2024-05-0{d}.md" for d in (7, 6, 5, 4, 3)]
+
+
+SECRET_LINES = [
+    ("my password is hunter2", "my password is [redacted]"),
+    ("my api key is sk-proj-abcdefghijklmnop1234 fyi", "my api key is [redacted] fyi"),
+    ("My PW for the wiki is hunter2!", "My PW for the wiki is [redacted]!"),
+    ("my passw0rd: hunter2 lol", "my passw0rd: [redacted] lol"),
+    ("my pass\u200bword is hunter2", "my pass\u200bword is [redacted]"),
+    ("the wifi password is 'correct horse' ok", "the wifi password is [redacted] ok"),
+    (
+        "my seed phrase is apple banana cherry. I love tea",
+        "my seed phrase is [redacted]. I love tea",
+    ),
+    ("my pin is 4321", "my pin is [redacted]"),
+    ("deploy with ghp_abcdefghijklmnopqrstuvwxyz012345 ok", "deploy with [redacted] ok"),
+    ("the bot uses xoxb-1234567890-abcdefghij now", "the bot uses [redacted] now"),
+    ("AKIAIOSFODNN7EXAMPLE leaked", "[redacted] leaked"),
+    (
+        "curl -H 'Authorization: Bearer abcdefghijklmnopqrstuvwx'",
+        "curl -H 'Authorization: [redacted]'",
+    ),
+    (
+        "sha 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.",
+        "sha [redacted].",
+    ),
+    ("blob Q2hhbmdlTWU0dGhlV2lraUFjY2Vzcw9xYZ end", "blob [redacted] end"),
+]
+KEPT_LINES = [
+    "Dave passed the exam and loves pinball",
+    "Eve's pinned post is about my password manager",
+    "Carol works on tokenizer research",
+    "I collect arcade tokens from 1987",
+    "I liked https://example.com/some-long-article-title-about-things-2024 a lot",
+]
+
+
+@pytest.mark.parametrize(("raw", "masked"), SECRET_LINES)
+def test_mask_secrets(raw: str, masked: str) -> None:
+    assert mask_secrets(raw) == masked
+
+
+@pytest.mark.parametrize("raw", KEPT_LINES)
+def test_mask_secrets_keeps_ordinary_text(raw: str) -> None:
+    assert mask_secrets(raw) == raw
+
+
+def test_highlights_mask_secrets(tmp_path: Path) -> None:
+    rows = [(str(100 + i), f"P{i}", raw) for i, (raw, _) in enumerate(SECRET_LINES)]
+    rows += [(str(200 + i), f"K{i}", raw) for i, raw in enumerate(KEPT_LINES)]
+    write_day(tmp_path, "2024-05-07", rows)
+    text = render_snapshot([], [], Journal(tmp_path), CFG, NOW)
+    items = section(text, HIGHLIGHTS_HEADING)
+    assert len(items) == len(rows)
+    for secret in ("hunter2", "sk-proj", "correct horse", "apple banana", "4321", "ghp_",
+                   "xoxb-", "AKIA", "9f86d08", "Q2hhbmdl", "abcdefghijklmnopqrstuvwx"):  # fmt: skip
+        assert secret not in text, secret
+    assert sum("\\[redacted\\]" in line for line in items) == len(SECRET_LINES)
+    for raw in KEPT_LINES:
+        assert any(md_inline(raw) in line for line in items), raw
 
 
 def test_highlights_only_from_newest_three_files(tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ async def open_memory(
 
     client, extractor = build_extractor(settings)
     if extractor is None:
-        from memory.extract.llm import RuleExtractor
+        from memory.extract.rules.extractor import RuleExtractor
 
         extractor = RuleExtractor()
     memory = Memory(

@@ -81,7 +81,7 @@ async def _main(args: argparse.Namespace, data_dir: Path, started: float) -> int
     from memory.config import MemoryConfig
     from memory.engine import Memory
     from memory.errors import ConfigError
-    from memory.extract.llm import RuleExtractor
+    from memory.extract.rules.extractor import RuleExtractor
     from memory.importer.reader import read_header
 
     sample = sample_path()

@@ -1,7 +1,9 @@
-"""What every fact extractor shares: the batch item, the protocol, limits (SPEC §4)."""
+"""What every fact extractor shares: the batch item, the protocol, limits, the
+author's name as facts spell it (SPEC §4)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -10,6 +12,12 @@ from memory.models import Candidate
 
 EVIDENCE_MAX = 220
 EXTRACTOR_TYPES = ("preference", "profile", "relationship", "project", "other")
+
+
+def author_name(author: str) -> str:
+    """The author's display name as extractors write it into facts ("The author" if blank)."""
+    name = re.sub(r"\s+", " ", re.sub("[\ud800-\udfff]", "", author or "")).strip()
+    return name or "The author"
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,9 @@
-"""Fact extractors: turn one message (or a batch) into fact candidates (SPEC §4).
+"""The LLM fact extractor: any OpenAI-compatible chat endpoint, JSON-schema
+output (SPEC §4). The offline alternative is ``rules.extractor.RuleExtractor``.
 
-Two implementations of ``Extractor``:
-
-* ``RuleExtractor`` — offline, deterministic, English first-person statements
-  ("I work as a nurse in Berlin" by Ana → "Ana works as a nurse in Berlin.").
-* ``LLMExtractor`` — any OpenAI-compatible chat endpoint, JSON-schema output.
-
-Both raise ``ExtractionError`` on failure and return ``[]`` only when the
-message holds no durable fact. Candidates still go through ``memory.guards``
-(normalisation, injection rejection, grounding) before anything is stored, so
-the rules reuse the message's own words to stay grounded.
+It raises ``ExtractionError`` on failure and returns ``[]`` only when the
+message holds no durable fact. Candidates still go through ``guards``
+(normalisation, injection rejection, grounding) before anything is stored.
 """
 
 from __future__ import annotations
@@ -21,22 +15,11 @@ from typing import Any
 import openai
 
 from memory.errors import ExtractionError
-from memory.extract.base import EVIDENCE_MAX, EXTRACTOR_TYPES, ExtractionItem, Extractor
-from memory.extract.rules.extractor import RuleExtractor, _author_name
+from memory.extract.base import EXTRACTOR_TYPES, ExtractionItem, author_name
 from memory.llm import chat_completion, parse_json_object
 from memory.models import Candidate
 
 log = logging.getLogger(__name__)
-
-
-__all__ = [
-    "EVIDENCE_MAX",
-    "EXTRACTOR_TYPES",
-    "ExtractionItem",
-    "Extractor",
-    "LLMExtractor",
-    "RuleExtractor",
-]
 
 # =============================================================================
 # LLM extractor
@@ -177,7 +160,7 @@ class LLMExtractor:
         if max_facts <= 0 or not text.strip():
             return []
         system = _SINGLE_INSTRUCTIONS.replace("{max_facts}", str(max_facts))
-        user = f"Author: {_author_name(author)}\nMessage:\n{_block(text)}"
+        user = f"Author: {author_name(author)}\nMessage:\n{_block(text)}"
         parsed = await self._ask(system, user, "memory_facts", SINGLE_SCHEMA)
         if "facts" not in parsed:
             raise ExtractionError("extractor reply has no 'facts'")
@@ -194,7 +177,7 @@ class LLMExtractor:
         # Small integer aliases, never real message ids: models copy short
         # numbers reliably and cannot invent ids that look plausible.
         parts = [
-            f"Message {i} (author: {_author_name(item.author)}):\n{_block(item.text)}"
+            f"Message {i} (author: {author_name(item.author)}):\n{_block(item.text)}"
             for i, item in enumerate(items, start=1)
         ]
         parsed = await self._ask(system, "\n\n".join(parts), "memory_facts_batch", BATCH_SCHEMA)

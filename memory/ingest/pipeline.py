@@ -25,8 +25,8 @@ from typing import Any
 from memory.clock import Clock, iso
 from memory.config import IngestConfig
 from memory.errors import ExtractionError
+from memory.extract.base import ExtractionItem, Extractor
 from memory.extract.guards import clean_message, filter_candidates
-from memory.extract.llm import ExtractionItem, Extractor
 from memory.guild_settings import GuildSettings
 from memory.ingest.jobs import Job, extraction_done, wait_written
 from memory.journal import Journal, JournalLine, format_line
@@ -48,6 +48,7 @@ class PipelineStats:
     facts_added: int = 0
     facts_updated: int = 0
     candidates_rejected: int = 0
+    guard_refused: int = 0  # candidates the instruction/secret checks refused
     journal_errors: int = 0
     skipped_short: int = 0
 
@@ -300,6 +301,20 @@ class BatchProcessor:
         changed: list[Fact] = []
         result = filter_candidates(list(p.candidates), p.cleaned, author=m.author_name)
         self.stats.candidates_rejected += len(result.rejected)
+        refused = result.refusals()
+        if refused:
+            # Counts and rule names only: the refused text may be a secret.
+            n = sum(refused.values())
+            self.stats.guard_refused += n
+            store_ops.log_action(
+                con,
+                "memory_guard_reject",
+                f"refused {n} of {len(p.candidates)} candidates: {', '.join(sorted(refused))}",
+                now,
+                guild_id=m.guild_id,
+                subject=m.author_id,
+                detail={"message_id": m.id, "reasons": refused, "candidates": len(p.candidates)},
+            )
         for cand in result.accepted:
             up = store.upsert_fact(
                 con,

@@ -3,32 +3,31 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from memory.errors import ExtractionError
-from memory.extract.base import EVIDENCE_MAX, ExtractionItem
+from memory.extract.base import EVIDENCE_MAX, ExtractionItem, author_name
 from memory.extract.rules.builders import (
-    _APPOSITION,
-    _PRONOUN_START,
-    _RULES,
-    _build_relation_apposition,
+    APPOSITION,
+    PRONOUN_START,
+    RULES,
+    build_relation_apposition,
 )
 from memory.extract.rules.lexicon import (
-    _CLAUSE_END,
-    _CONJUNCTION,
-    _HYPOTHETICAL_START,
-    _JOKE,
-    _LEAD_IN,
-    _SENTENCE_SPLIT,
-    _prepare,
+    CLAUSE_END,
+    CONJUNCTION,
+    HYPOTHETICAL_START,
+    JOKE,
+    LEAD_IN,
+    SENTENCE_SPLIT,
+    prepare,
 )
 from memory.models import Candidate
 from memory.text import compact
 
 
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
+    return [s.strip() for s in SENTENCE_SPLIT.split(text) if s and s.strip()]
 
 
 def _is_question(sentence: str) -> bool:
@@ -39,18 +38,13 @@ def _clause_ok(prefix: str) -> bool:
     """May a first-person statement start after ``prefix`` (within the sentence)?"""
     rest = prefix.rstrip()
     for _ in range(4):
-        m = _LEAD_IN.search(rest)
+        m = LEAD_IN.search(rest)
         if not m:
             break
-        if _CONJUNCTION.match(m.group(0)):
+        if CONJUNCTION.match(m.group(0)):
             return True  # "…, but I am left-handed": a new clause starts here
         rest = rest[: m.start()].rstrip()
-    return not rest or bool(_CLAUSE_END.search(rest))
-
-
-def _author_name(author: str) -> str:
-    name = re.sub(r"\s+", " ", re.sub("[\ud800-\udfff]", "", author or "")).strip()
-    return name or "The author"
+    return not rest or bool(CLAUSE_END.search(rest))
 
 
 class RuleExtractor:
@@ -65,8 +59,8 @@ class RuleExtractor:
     def extract_sync(self, text: str, author: str, max_facts: int = 4) -> list[Candidate]:
         if max_facts <= 0 or not text or not isinstance(text, str):
             return []
-        name = _author_name(author)
-        prepared = _prepare(text[:4000])  # the guards cut messages to 320 chars anyway
+        name = author_name(author)
+        prepared = prepare(text[:4000])  # the guards cut messages to 320 chars anyway
         sentences = _sentences(prepared)
         if sentences and len(text) >= self.truncated_at and sentences[-1][-1:].isalnum():
             # The message was cut mid-sentence (clean_message's limit); a fact from
@@ -77,8 +71,8 @@ class RuleExtractor:
         for sentence in sentences:
             if (
                 _is_question(sentence)
-                or _HYPOTHETICAL_START.match(sentence)
-                or _JOKE.search(sentence)
+                or HYPOTHETICAL_START.match(sentence)
+                or JOKE.search(sentence)
             ):
                 continue
             for fact, kind, conf in self._sentence_facts(sentence, name):
@@ -97,11 +91,11 @@ class RuleExtractor:
     def _sentence_facts(self, sentence: str, name: str) -> list[tuple[str, str, float]]:
         found: list[tuple[str, str, float]] = []
         taken_until = -1
-        for start in _PRONOUN_START.finditer(sentence):
+        for start in PRONOUN_START.finditer(sentence):
             pos = start.start()
             if pos < taken_until or not _clause_ok(sentence[:pos]):
                 continue
-            for rule in _RULES:
+            for rule in RULES:
                 m = rule.pattern.match(sentence, pos)
                 if not m:
                     continue
@@ -110,8 +104,8 @@ class RuleExtractor:
                     found.append(built)
                     taken_until = m.start("obj") + 1 if "obj" in m.groupdict() else m.end()
                 break  # the first rule that matches owns this position
-        for m in _APPOSITION.finditer(sentence):
-            built = _build_relation_apposition(m, name)
+        for m in APPOSITION.finditer(sentence):
+            built = build_relation_apposition(m, name)
             if built is not None:
                 found.append(built)
         return found

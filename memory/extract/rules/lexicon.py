@@ -19,7 +19,7 @@ _QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|“[^”\n]{0,400}”|«[^»\n]{0,400}
 _QUOTE_LINE = re.compile(r"^\s*>.*$", re.MULTILINE)
 _SPOILER = re.compile(r"\|\|.*?\|\|", re.DOTALL)
 _MARKDOWN = re.compile(r"(\*\*|__|~~|\*|(?<!\w)_|_(?!\w))")
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*|\s+/\s+|(?<=\.\.\.)")
+SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*|\s+/\s+|(?<=\.\.\.)")
 _EMOTICON = re.compile(
     r"(?:[:;=8xX][-']?[()\[\]dDpPoO3/\\|*]+|<3|\^\^|:'\)+|\bT_T\b|\bxD\b)(?=\s|$)"
 )
@@ -35,7 +35,7 @@ def _is_emoji(ch: str) -> bool:
     )
 
 
-def _prepare(text: str) -> str:
+def prepare(text: str) -> str:
     """Strip what is not the author's own prose: code, URLs, quotes, markup."""
     value = re.sub("[\ud800-\udfff]", "", text)
     value = _CODE_BLOCK.sub("\n", value)
@@ -52,7 +52,7 @@ def _prepare(text: str) -> str:
 
 
 # Words that may sit between the start of a clause and the pronoun.
-_LEAD_IN = re.compile(
+LEAD_IN = re.compile(
     r"(?:\b(?:and|but|so|also|because|cause|cuz|since|though|although|plus|btw|fyi|yes|yeah|"
     r"yep|yup|well|oh|ah|actually|honestly|anyway|anyways|lol|haha|ok|okay|hi|hey|hello|tbh|"
     r"ngl|fwiw|personally|now|currently|hmm|sure|not only|as for me|for context|fun fact|"
@@ -60,22 +60,22 @@ _LEAD_IN = re.compile(
     r"sorry|thanks|thank you|cheers)\W*|@\S+\s*)$",
     re.IGNORECASE,
 )
-_CONJUNCTION = re.compile(
+CONJUNCTION = re.compile(
     r"(?:and|but|so|because|cause|cuz|since|though|although|plus|however|whereas)\b", re.I
 )
-_CLAUSE_END = re.compile(r"(?:^|[,;:(\-–—!.]|\b(?:and|but|so))\s*$")
-_HYPOTHETICAL_START = re.compile(
+CLAUSE_END = re.compile(r"(?:^|[,;:(\-–—!.]|\b(?:and|but|so))\s*$")
+HYPOTHETICAL_START = re.compile(
     r"^\W*(?:if|when|whenever|unless|whether|maybe|perhaps|hopefully|imagine|suppose|supposing|"
     r"pretend|what if|wish|once|someday|one day|even if|as if|in case)\b",
     re.IGNORECASE,
 )
-_JOKE = re.compile(r"(?:^|\s)/s\b|\b(?:jk|j/k|kidding|joking|sarcasm)\b", re.IGNORECASE)
+JOKE = re.compile(r"(?:^|\s)/s\b|\b(?:jk|j/k|kidding|joking|sarcasm)\b", re.IGNORECASE)
 
 _KEEP_ADVERBS = {"really", "absolutely", "totally", "also", "genuinely", "truly", "still"}
-_ADV = r"(?P<adv>(?:(?:really|absolutely|totally|also|genuinely|truly|still|now|currently|" \
+ADV = r"(?P<adv>(?:(?:really|absolutely|totally|also|genuinely|truly|still|now|currently|" \
     r"actually|honestly|just|kinda|literally|basically|definitely|seriously|pretty much|" \
     r"kind of|sort of|do|so)\s+)*)"  # fmt: skip
-_IM = r"(?:i'm|i am|im)\s+"
+IM = r"(?:i'm|i am|im)\s+"
 
 _DEICTIC_START = re.compile(
     r"^(?:it|its|it's|this|that|these|those|them|here|there|him|you|your|yours|u|ur|ya|y'all|"
@@ -118,22 +118,22 @@ _TRAILING_FILLER = re.compile(
     re.IGNORECASE,
 )
 
-_RELATIONS = (
+RELATIONS = (
     r"(?:wife|husband|partner|spouse|girlfriend|boyfriend|gf|bf|fianc[eé]e?|sister|brother|"
     r"sibling|twin|mom|mum|mother|dad|father|parents|son|daughter|kids?|children|child|baby|"
     r"cousin|aunt|uncle|niece|nephew|grandma|grandpa|grandmother|grandfather|grandparents|"
     r"best friend|friend|roommate|flatmate|housemate|boss|coworker|co-worker|colleague|"
     r"supervisor|advisor|mentor|dog|cat|puppy|kitten|pet|bird|parrot|rabbit|bunny|hamster)"
 )
-_PROFILE_KEYS = (
+PROFILE_KEYS = (
     r"(?:name|nickname|username|birthday|bday|age|job|occupation|profession|role|major|"
     r"field|specialty|speciality|research|research area|area of research|thesis|dissertation|"
     r"hometown|home town|native language|first language|mother tongue|pronouns|timezone|"
     r"time zone|star sign|zodiac sign|handle|day job|background|goal|dream|passion|hobby|"
     r"hobbies|main hobby|career|plan for the future)"
 )
-_FAVOURITE = r"(?:favou?rite|fav|fave)\s+[\w'&-]+(?:\s+[\w'&-]+){0,2}?"
-_ROLE_NOUNS = (
+FAVOURITE = r"(?:favou?rite|fav|fave)\s+[\w'&-]+(?:\s+[\w'&-]+){0,2}?"
+ROLE_NOUNS = (
     r"(?:student|researcher|engineer|developer|programmer|designer|artist|teacher|professor|"
     r"lecturer|nurse|doctor|physician|scientist|writer|author|translator|historian|linguist|"
     r"archaeologist|archeologist|papyrologist|paleographer|palaeographer|classicist|"
@@ -142,14 +142,14 @@ _ROLE_NOUNS = (
     r"chemist|biologist|economist|accountant|consultant|analyst|architect|pilot|farmer|"
     r"mechanic|electrician|plumber|carpenter|veteran|retiree|intern|apprentice|candidate)"
 )
-_ROLE_MODIFIERS = (
+ROLE_MODIFIERS = (
     r"(?:phd|ph\.d\.|grad|graduate|undergrad|undergraduate|master's|masters|college|"
     r"university|uni|high school|highschool|med|medical|law|art|exchange|first-year|"
     r"second-year|third-year|final-year|full-time|part-time|freelance|senior|junior|lead|"
     r"software|web|game|data|research|doctoral|retired|professional|amateur|self-taught|ml|"
     r"ai|computer|history|classics|greek|latin)"
 )
-_ADJECTIVES = (
+ADJECTIVES = (
     r"(?:vegan|vegetarian|pescatarian|left-handed|right-handed|ambidextrous|colou?rblind|"
     r"married|engaged|single|divorced|widowed|retired|pregnant|bilingual|trilingual|"
     r"multilingual|autistic|dyslexic|deaf|diabetic|celiac|coeliac|self-taught|self-employed|"
@@ -164,7 +164,7 @@ _ADJECTIVES = (
     r"thai|filipino|indonesian|malaysian|indian|pakistani|bangladeshi|iranian|persian|"
     r"israeli|egyptian|moroccan|nigerian|kenyan|ethiopian|south african|new zealander|kiwi)"
 )
-_NP_BAD_START = re.compile(
+NP_BAD_START = re.compile(
     r"^(?:a|an)\s+(?:bit|little|tad|lot|lotta|bunch|couple|few|moment|sec|second|minute|"
     r"while|way|means|reason|question|part|step|mess|disaster|idiot|moron|dummy|dumbass|fool|"
     r"clown|joke|total idiot|complete idiot|genius|liar|hypocrite|good|great|nice|big deal|"
@@ -172,7 +172,7 @@ _NP_BAD_START = re.compile(
     r"ball of|nervous wreck|fan$)\b",
     re.IGNORECASE,
 )
-_HAS_BAD = re.compile(
+HAS_BAD = re.compile(
     r"\b(?:question|questions|problem|problems|issue|issues|doubt|doubts|idea|ideas|theory|"
     r"suggestion|suggestions|feeling|hunch|guess|hard time|good time|great time|tough time|"
     r"look|sec|second|minute|moment|chance|meeting|call|headache|cold|fever|bug|typo|"
@@ -185,7 +185,7 @@ _HAS_BAD = re.compile(
     r"vague|quick|small|slight|different|better|another|couple)\b",
     re.IGNORECASE,
 )
-_PREF_BAD_OBJECT = re.compile(
+PREF_BAD_OBJECT = re.compile(
     r"^(?:to\s+(?:see|hear|know|think|say|ask|read|share|add|help|point|mention|believe|"
     r"imagine|agree|check|try|have|get|be)|how|when|what|where|the idea|the way|the fact|"
     r"the thought|the sound|that|this|it|talking to|seeing|hearing|reading)\b",
@@ -194,13 +194,13 @@ _PREF_BAD_OBJECT = re.compile(
 
 
 @dataclass(frozen=True)
-class _Rule:
+class Rule:
     name: str
     pattern: re.Pattern[str]
     build: Callable[[re.Match[str], str], tuple[str, str, float] | None]
 
 
-def _third_person(verb: str) -> str:
+def third_person(verb: str) -> str:
     v = verb.lower()
     irregular = {"am": "is", "'m": "is", "have": "has", "do": "does", "go": "goes"}
     if v in irregular:
@@ -225,7 +225,7 @@ _PRONOUNS = [
 ]
 
 
-def _third_person_object(obj: str) -> str:
+def third_person_object(obj: str) -> str:
     for pattern, repl in _PRONOUNS:
         obj = pattern.sub(repl, obj)
     return obj
@@ -262,7 +262,7 @@ _FUNCTION_WORDS = {
     "into", "onto", "upon", "way", "lot", "lots", "much", "more", "most", "very", "really",
     "just", "also", "still", "even", "well", "now", "got", "get", "doing", "being", "been",
 }  # fmt: skip
-_EPHEMERAL_STATE = re.compile(
+EPHEMERAL_STATE = re.compile(
     r"^(?:so|very|too|really|super|such|kinda|pretty|quite|a bit|a little|excited|happy|sad|"
     r"tired|sick|ill|busy|angry|mad|upset|bored|hungry|sleepy|stressed|worried|scared|"
     r"nervous|glad|proud|sure|fine|ok|okay|good|great|awesome|amazing|cool|here|there|home|"
@@ -272,12 +272,12 @@ _EPHEMERAL_STATE = re.compile(
 )
 
 
-def _adverbs(m: re.Match[str]) -> str:
+def kept_adverbs(m: re.Match[str]) -> str:
     words = [w for w in (m.groupdict().get("adv") or "").lower().split() if w in _KEEP_ADVERBS]
     return "".join(w + " " for w in words)
 
 
-def _article(np: str) -> str:
+def with_article(np: str) -> str:
     first = np.split()[0].lower()
     if re.match(r"^(?:a|an|the|my|their)$", first):
         return np
@@ -285,11 +285,11 @@ def _article(np: str) -> str:
     return ("an " if vowel else "a ") + np
 
 
-def _obj(m: re.Match[str], group: str = "obj", *, deictic_ok: bool = False) -> str | None:
+def object_phrase(m: re.Match[str], group: str = "obj", *, deictic_ok: bool = False) -> str | None:
     raw = m.group(group)
     if not deictic_ok and _DEICTIC_START.match(raw.strip()):
         return None
     obj = _cut_object(raw)
     if obj is None:
         return None
-    return _third_person_object(obj)
+    return third_person_object(obj)
