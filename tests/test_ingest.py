@@ -286,6 +286,25 @@ async def test_history_rows_are_stamped_by_the_injected_clock(make_memory: Any, 
     ]
 
 
+async def test_other_bots_messages_are_extracted_unless_bot_ingestion_is_off(
+    make_memory: Any, tmp_path: Any
+) -> None:
+    mem = await make_memory(extractor=ScriptedExtractor(echo_fact))
+    bot = "666666666666666666"
+    m = msg("I am the scoreboard bot for the chess club.", author=bot, name="ScoreBot", is_bot=True)
+    assert await (await mem.ingest_message(m)).wait()
+    (fact,) = await _facts(mem, subject=bot)
+    assert "chess club" in fact.fact
+    await mem.set_guild_setting(GUILD, "ingest_bots", "false")
+    out = await mem.ingest_message(msg("I am also a trivia bot.", author=bot, is_bot=True))
+    assert out.status == "rejected"
+    off = await make_memory(
+        data_dir=tmp_path / "off", ingest=IngestConfig(ingest_bot_messages=False)
+    )
+    out = await off.ingest_message(msg("I am the trivia bot.", author=bot, is_bot=True))
+    assert out.status == "rejected"
+
+
 async def test_rejections_are_clear_and_counted(make_memory: Any) -> None:
     mem = await make_memory()
     out = await mem.ingest_message(msg("hello there", guild=None))
