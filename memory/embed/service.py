@@ -18,7 +18,6 @@ import logging
 import os
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -29,7 +28,7 @@ import numpy as np
 from memory.clock import Clock, iso
 from memory.config import EmbeddingConfig
 from memory.embed.activity import EmbeddingActivity
-from memory.embed.local import (
+from memory.embed.base import (
     Embedder,
     fact_embedding_text,
     make_embedder,
@@ -37,6 +36,7 @@ from memory.embed.local import (
     resolve_embedding_model,
     vector_to_blob,
 )
+from memory.embed.query_cache import QueryCache
 from memory.errors import ConfigError, EmbeddingError
 from memory.models import Fact
 from memory.store import vectors as store_vectors
@@ -52,6 +52,7 @@ BACKGROUND_NICE = 10
 BACKLOG_CALL_MAX = 256  # texts per background embedding call
 MESSAGE_BACKFILL_WINDOW = 2048  # messages read and length-sorted together when back-filling
 MESSAGE_BACKFILL_CALL = 256  # texts per embedding call when back-filling
+QUERY_CACHE_SIZE = 512
 
 
 def _lower_priority() -> None:
@@ -124,7 +125,7 @@ class EmbeddingService:
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
-        self._query_cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._query_cache = QueryCache(QUERY_CACHE_SIZE)
         self._background_pool: ThreadPoolExecutor | None = None
         self.stats = EmbeddingStats()
         self.activity = EmbeddingActivity(db, clock)
@@ -373,10 +374,8 @@ class EmbeddingService:
         model = self.model_for_guild(guild_id)
         if model is None or len(text.strip()) < 3:
             return None
-        key = (model, text)
-        cached = self._query_cache.get(key)
+        cached = self._query_cache.get(model, text)
         if cached is not None:
-            self._query_cache.move_to_end(key)
             self.stats.query_cache_hits += 1
             return model, cached
         try:
@@ -384,10 +383,7 @@ class EmbeddingService:
         except EmbeddingError as exc:
             await self._failed(exc, guild_id, "query")
             return None
-        self._query_cache[key] = vec
-        while len(self._query_cache) > 512:
-            self._query_cache.popitem(last=False)
-        return model, vec
+        return model, self._query_cache.put(model, text, vec)
 
     async def reindex(
         self,
