@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 RESULTS = ROOT / "bench" / "results"
-EXPORT = SHARED / "data" / "discord" / "vesuvius-papyrology.json"  # the real export
+# The real DiscordChatExporter export the tests ship (tests/data/README.md).
+EXPORT = ROOT / "tests" / "data" / "vesuvius-papyrology.json"
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -60,12 +60,9 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def export_texts() -> list[tuple[str, str]]:
-    """(author name, content) of the real DiscordChatExporter export, or of the bundled sample."""
-    path = EXPORT
-    if not path.exists():
-        path = ROOT / "bot" / "data" / "sample_guild.json"
-    data = json.loads(path.read_text())
+def export_texts(path: Path = EXPORT) -> list[tuple[str, str]]:
+    """(author name, content) of the non-empty messages of a DiscordChatExporter export."""
+    data = json.loads(path.read_text(encoding="utf-8"))
     out = []
     for m in data["messages"]:
         content = (m.get("content") or "").strip()

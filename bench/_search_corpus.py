@@ -177,7 +177,7 @@ class Corpus:
         self.embed_seconds = 0.0
 
     def pooled_texts(self) -> list[str]:
-        from memory.embed.local import fact_embedding_text
+        from memory.embed.base import fact_embedding_text
 
         rng = random.Random(11)
         names = self.names[0]
@@ -308,7 +308,7 @@ def write_members(con: Any, corpus: Corpus, now: str) -> None:
 
 
 def write_facts(con: Any, model: str, facts: list[dict[str, Any]], now: str) -> None:
-    from memory.embed.local import vector_to_blob
+    from memory.embed.base import vector_to_blob
     from memory.store import facts as store
     from memory.store import vectors as store_vectors
 
@@ -332,7 +332,7 @@ def write_facts(con: Any, model: str, facts: list[dict[str, Any]], now: str) -> 
 
 
 def write_messages(con: Any, model: str, items: list[tuple[Any, np.ndarray]], now: str) -> None:
-    from memory.embed.local import vector_to_blob
+    from memory.embed.base import vector_to_blob
     from memory.store import facts as store
     from memory.store import vectors as store_vectors
 

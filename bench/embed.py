@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.embed [--threads 2] [--n 1000] [--messages FILE]
 
 Uses the first ``--n`` non-empty messages of a DiscordChatExporter JSON file
-(default: the shared Vesuvius export, if present) or, without one,
+(default: the Vesuvius export in tests/data) or, without such a file,
 deterministic synthetic chat lines. Writes bench/results/embed.json.
 """
 
@@ -25,7 +25,6 @@ from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
 
 log = logging.getLogger("bench.embed")
 
-DEFAULT_EXPORT = EXPORT  # shared/ sits beside the checkout (as on CI)
 RESULTS = Path(__file__).parent / "results" / "embed.json"
 PAIRS = [
     ("How do I reset my password?", "What's the way to change a forgotten password?"),
@@ -66,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--n", type=int, default=1000)
-    parser.add_argument("--messages", type=Path, default=DEFAULT_EXPORT)
+    parser.add_argument("--messages", type=Path, default=EXPORT)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -3,7 +3,7 @@
     .venv/bin/python bench/import.py [--export FILE] [--runs N] [--no-breakdown]
 
 The headline number is messages/s importing the real export (default: the
-shared Vesuvius #papyrology DCE export) into a fresh data dir through the
+Vesuvius #papyrology DCE export in tests/data) into a fresh data dir through the
 same code as ``guildlore import`` (``bot.commands.import_.import_files``):
 rule extractor, local MiniLM embeddings, journal, facts and vectors, timed
 in two stages: "ready" — every message processed (journal, facts, FTS) and
@@ -139,11 +139,11 @@ def _embedder_alone(export: Path) -> dict[str, Any]:
 
 
 def _shown_path(path: Path) -> str:
-    # Relative to the checkout's parent when under it, so a results file
-    # passed around names no directory of the machine that ran it.
+    # Relative to the checkout when under it, so a results file passed
+    # around names no directory of the machine that ran it.
     resolved = path.resolve()
     try:
-        return str(resolved.relative_to(ROOT.parent.resolve()))
+        return str(resolved.relative_to(ROOT.resolve()))
     except ValueError:
         return str(path)
 

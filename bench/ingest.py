@@ -4,7 +4,8 @@ throughput with a slow LLM extractor.
     .venv/bin/python bench/ingest.py            # full run (~5 min)
     .venv/bin/python bench/ingest.py --quick    # short smoke run
 
-Part 1 — a burst of 5,000 messages (texts of the real export), each submitted
+Part 1 — a burst of 5,000 messages (texts of the real export, ``--export``,
+default the one in tests/data), each submitted
 as its own task the way discord.py dispatches gateway events, through the
 default offline stack (rule extractor, local MiniLM embeddings). Ack = the
 time ``ingest_message`` takes to return: the message is durable in SQLite and
@@ -42,7 +43,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import cycle, export_texts, loadavg, percentile, print_table, write_json
+from bench._common import (
+    EXPORT,
+    cycle,
+    export_texts,
+    loadavg,
+    percentile,
+    print_table,
+    write_json,
+)
 from memory.clock import iso, system_clock
 from memory.config import EmbeddingConfig, IngestConfig, MemoryConfig
 from memory.engine import Memory
@@ -125,8 +134,8 @@ def _message(i: int, author: str, text: str, channel: str) -> IncomingMessage:
     )
 
 
-async def burst(n: int, data_dir: Path) -> dict[str, Any]:
-    texts = cycle(export_texts())
+async def burst(n: int, data_dir: Path, export: Path) -> dict[str, Any]:
+    texts = cycle(export_texts(export))
     mem = await Memory.open(MemoryConfig.for_data_dir(data_dir), extractor=RuleExtractor())
     # Load the embedding model first: a bot loads it at start-up, not mid-burst.
     await mem.embeddings.warm_up(GUILD)
@@ -188,9 +197,9 @@ async def burst(n: int, data_dir: Path) -> dict[str, Any]:
 
 
 async def sustained(
-    latency_s: float, rate: float, seconds: float, data_dir: Path
+    latency_s: float, rate: float, seconds: float, data_dir: Path, export: Path
 ) -> dict[str, Any]:
-    texts = cycle(export_texts())
+    texts = cycle(export_texts(export))
     with FakeServerThread(latency_s) as fake:
         client = fake.client(timeout=30.0)
         extractor = LLMExtractor(client, "fake-extractor", timeout_s=30.0)
@@ -267,6 +276,7 @@ async def main() -> int:
     ap.add_argument("--rate", type=float, default=30.0)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--part", choices=("all", "burst", "sustained"), default="all")
+    ap.add_argument("--export", type=Path, default=EXPORT, help="a DiscordChatExporter JSON file")
     args = ap.parse_args()
     # One warning per dropped message would flood the terminal; they are counted.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -277,9 +287,13 @@ async def main() -> int:
         args.burst = min(args.burst, 1000)
     load_before = loadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        b = await burst(args.burst, Path(tmp) / "burst") if args.part != "sustained" else None
+        b = (
+            await burst(args.burst, Path(tmp) / "burst", args.export)
+            if args.part != "sustained"
+            else None
+        )
         runs = [
-            await sustained(lat, args.rate, secs, Path(tmp) / f"s{i}")
+            await sustained(lat, args.rate, secs, Path(tmp) / f"s{i}", args.export)
             for i, (lat, secs) in enumerate(plan)
             if args.part != "burst"
         ]

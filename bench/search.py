@@ -142,7 +142,7 @@ class Baselines:
         self.overlap: list[float] = []
 
     def run(self, q: np.ndarray, match: str | None) -> None:
-        from memory.embed.local import vector_to_blob
+        from memory.embed.base import vector_to_blob
         from memory.store import facts as store
 
         k = self.k

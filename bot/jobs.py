@@ -3,6 +3,8 @@
 * snapshot refresh every ``snapshot.interval_s`` (default 5 min);
 * embedding re-index every ``jobs.reindex_interval_min`` (vectors missing
   after a crash or a model change);
+* action log pruning every hour (first a minute after start), by the
+  retention in ``memory.config.action_log``;
 * the daily journal roll-over check, just after midnight in the configured
   time zone: the journal folder must still be writable, and MEMORY.md is
   regenerated so its highlights and source list move to the new day.
@@ -72,6 +74,13 @@ class Jobs:
                 **common,
             )
         sched.add_job(
+            self._wrap("action_log_prune", self.prune_action_log),
+            IntervalTrigger(hours=1, start_date=datetime.now(UTC) + timedelta(minutes=1)),
+            id="action_log_prune",
+            name="action log pruning",
+            **common,
+        )
+        sched.add_job(
             self._wrap("journal_rollover", self.journal_rollover),
             CronTrigger(hour=0, minute=0, second=30, timezone=self.timezone),
             id="journal_rollover",
@@ -129,6 +138,11 @@ class Jobs:
         totals = await self.memory.reindex()
         if any(totals.values()):
             log.info("re-index embedded %s", totals)
+
+    async def prune_action_log(self) -> None:
+        deleted = await self.memory.prune_action_log()
+        if deleted:
+            log.info("pruned %d action log rows", deleted)
 
     async def journal_rollover(self) -> None:
         folder = self.memory.config.journal_dir

@@ -147,11 +147,15 @@ def build_voice(settings: Settings, memory: Memory, llm_client: Any) -> VoiceSet
     stt, owned, reason = build_transcriber(settings, llm_client)
     if stt is None:
         return VoiceSetup(None, reason)
-    from bot.voice.service import VoiceManager, memory_consent_store
+    from bot.voice.service import VoiceManager, memory_consent_store, voice_error_log
 
     load, save = memory_consent_store(memory)
     manager = VoiceManager(
-        transcriber=stt, ingest=memory.ingest_message, load_opt_outs=load, save_opt_out=save
+        transcriber=stt,
+        ingest=memory.ingest_message,
+        load_opt_outs=load,
+        save_opt_out=save,
+        report_error=voice_error_log(memory),
     )
     return VoiceSetup(manager, transcriber=stt, owned_client=owned)
 

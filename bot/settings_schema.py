@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dashboard.config import DashboardConfig
 from memory.config import (
+    ActionLogConfig,
     EmbeddingConfig,
     IngestConfig,
     LLMConfig,
@@ -165,6 +166,12 @@ class Settings(BaseModel):
     jobs_reindex_interval_min: float = setting(
         60.0, "Minutes between embedding re-index passes (0: off).", ge=0
     )
+    jobs_action_log_keep_days: float = setting(
+        30.0, "Days the action log keeps its rows; older ones are pruned hourly (0: forever).", ge=0
+    )
+    jobs_action_log_max_rows: int = setting(
+        100_000, "Most rows the action log keeps; the oldest go first (0: no cap).", ge=0
+    )
 
     # -- dashboard ------------------------------------------------------------
     dashboard_enabled: bool = setting(True, "Serve the operator dashboard.")
@@ -295,6 +302,9 @@ class Settings(BaseModel):
                 provider=self.embedding_provider, threads=self.embedding_threads
             ),
             llm=self.llm_config(),
+            action_log=ActionLogConfig(
+                keep_days=self.jobs_action_log_keep_days, max_rows=self.jobs_action_log_max_rows
+            ),
         )
 
     def dashboard_config(self) -> DashboardConfig:

@@ -76,6 +76,15 @@ class LLMConfig:
 
 
 @dataclass(frozen=True)
+class ActionLogConfig:
+    """How long the action log keeps its rows; a 0 turns that limit off."""
+
+    keep_days: float = 30.0
+    max_rows: int = 100_000
+    prune_chunk: int = 5_000  # rows per write transaction, so a backlog never holds the writer
+
+
+@dataclass(frozen=True)
 class MemoryConfig:
     db_path: Path
     journal_dir: Path
@@ -85,6 +94,7 @@ class MemoryConfig:
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
+    action_log: ActionLogConfig = field(default_factory=ActionLogConfig)
     read_connections: int = 2
 
     @classmethod

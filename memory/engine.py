@@ -18,7 +18,7 @@ from typing import Any
 
 from memory.clock import Clock, iso, system_clock
 from memory.config import MemoryConfig
-from memory.embed.local import Embedder
+from memory.embed.base import Embedder
 from memory.embed.service import GUILD_MODEL_KEY, EmbeddingService
 from memory.errors import InvalidInput
 from memory.extract.base import Extractor

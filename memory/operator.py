@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from memory.clock import Clock, iso
@@ -322,6 +323,25 @@ class OperatorOps:
                 )
             )
         )
+
+    async def prune_action_log(self) -> int:
+        """Apply the action log's retention (``config.action_log``); returns rows deleted."""
+        cfg = self.config.action_log
+        older_than = (
+            iso(self.clock() - timedelta(days=cfg.keep_days)) if cfg.keep_days > 0 else None
+        )
+        if older_than is None and cfg.max_rows <= 0:
+            return 0
+        deleted = 0
+        while True:
+            n = await self.db.write(
+                lambda con: store_ops.prune_action_log(
+                    con, older_than=older_than, keep_rows=cfg.max_rows, limit=cfg.prune_chunk
+                )
+            )
+            deleted += n
+            if n < cfg.prune_chunk:
+                return deleted
 
     async def reindex(self, progress: Any = None) -> dict[str, int]:
         guild_ids = [g["guild_id"] for g in await self.guilds()]

@@ -3,8 +3,8 @@
     python scripts/make_sample.py [SOURCE.json] [--out bot/data/sample_guild.json]
 
 Source: the #papyrology channel of the Vesuvius Challenge Discord, exported
-with DiscordChatExporter (shared/data/discord/vesuvius-papyrology.json, MIT,
-see SAMPLE_LICENSE.txt). The output is a valid DCE export the importer reads
+with DiscordChatExporter (tests/data/vesuvius-papyrology.json, MIT, see
+tests/data/vesuvius-LICENSE.txt and bot/data/SAMPLE_LICENSE.txt). The output is a valid DCE export the importer reads
 like any other, with every person pseudonymised:
 
 * each user (authors, mentioned users, reaction users) gets a stable fake id,
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "discord" / "vesuvius-papyrology.json"
+DEFAULT_SOURCE = ROOT / "tests" / "data" / "vesuvius-papyrology.json"
 DEFAULT_OUT = ROOT / "bot" / "data" / "sample_guild.json"
 LICENSE_NAME = "SAMPLE_LICENSE.txt"
 TARGET_MESSAGES = 400

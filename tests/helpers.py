@@ -7,6 +7,7 @@ import inspect
 import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from memory.clock import iso
 from memory.errors import ExtractionError
@@ -14,6 +15,10 @@ from memory.extract.base import ExtractionItem
 from memory.models import Candidate, IncomingMessage
 
 _ids = itertools.count(1_000_000_000_000_000)
+
+# A real DiscordChatExporter export shipped with the tests (tests/data/README.md).
+# It is part of the suite: a test that needs it fails, never skips, without it.
+REAL_EXPORT = Path(__file__).resolve().parent / "data" / "vesuvius-papyrology.json"
 
 GUILD = "111111111111111111"
 OTHER_GUILD = "222222222222222222"

@@ -34,13 +34,14 @@ async def test_jobs_schedule_run_and_stop(make_memory: Any, tmp_path: Any) -> No
     jobs.start()
     assert jobs.scheduler is not None
     found = {j.id: j for j in jobs.scheduler.get_jobs()}
-    assert set(found) == {"snapshot", "journal_rollover"}  # re-index off at 0
+    assert set(found) == {"snapshot", "journal_rollover", "action_log_prune"}  # re-index off
     assert str(found["journal_rollover"].trigger.timezone) == "Europe/Berlin"
     assert found["snapshot"].trigger.interval.total_seconds() == 300
 
     await found["journal_rollover"].func()
     await found["snapshot"].func()
-    assert jobs.runs == {"journal_rollover": 1, "snapshot": 1}
+    await found["action_log_prune"].func()
+    assert jobs.runs == {"journal_rollover": 1, "snapshot": 1, "action_log_prune": 1}
     assert memory.snapshot_path.exists()
 
     async def boom() -> None:

@@ -603,6 +603,19 @@ async def test_every_page_renders(client: Client, seeded: Seeded) -> None:
         assert "<nav" in html and "</html>" in html
 
 
+async def test_traces_pages_say_when_there_are_none(client: Client, seeded: Seeded) -> None:
+    html = await (
+        await client.get("/traces", params={"guildId": GUILD, "messageId": "123456789012345678"})
+    ).text()
+    assert "No traces for this message." in html
+    html = await (
+        await client.get("/traces", params={"guildId": GUILD, "messageId": seeded.reply_to})
+    ).text()
+    assert "No traces for this message." not in html and "Retrieved (" in html
+    html = await (await client.get("/traces", params={"guildId": OTHER_GUILD})).text()
+    assert "No traces yet" in html
+
+
 async def test_pages_answer_json_with_their_context(client: Client) -> None:
     body = await (await client.get("/", params={"format": "json"})).json()
     assert body["ok"] and {g["guild_id"] for g in body["guilds"]} == {GUILD, OTHER_GUILD}

@@ -15,24 +15,27 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import memory.embed.local as embed_module
-from memory.config import EmbeddingConfig
-from memory.embed.local import (
-    LOCAL_DIMS,
-    LOCAL_MODEL_ID,
-    CachingEmbedder,
+from memory.config import EmbeddingConfig, MemoryConfig
+from memory.embed.base import (
     Embedder,
-    EmbeddingCache,
-    LocalMiniLMEmbedder,
-    OpenAIEmbedder,
     blob_to_vector,
-    default_tokenizer_path,
     fact_embedding_text,
     make_embedder,
     resolve_embedding_model,
     vector_to_blob,
 )
+from memory.embed.local import (
+    LOCAL_DIMS,
+    LOCAL_MODEL_ID,
+    LocalMiniLMEmbedder,
+    default_tokenizer_path,
+)
+from memory.embed.query_cache import QueryCache
+from memory.embed.remote import OpenAIEmbedder
+from memory.engine import Memory
 from memory.errors import ConfigError, EmbeddingError
 from tests.fakeopenai import FakeOpenAI, Fault, fake_embedding
+from tests.helpers import GUILD
 
 PARA_A = "How do I reset my password?"
 PARA_B = "What's the way to change a forgotten password?"
@@ -313,25 +316,41 @@ async def test_openai_dimension_drift_is_an_error(fake_openai: FakeOpenAI) -> No
 # -- query cache -----------------------------------------------------------------
 
 
-async def test_caching_embedder_skips_repeated_texts(fake_openai: FakeOpenAI) -> None:
+async def test_query_vectors_are_cached_per_model_and_text(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
     client = fake_openai.client()
-    cached = CachingEmbedder(OpenAIEmbedder(client), EmbeddingCache(maxsize=2))
-    first = await cached.embed(["what does alice like", "what does alice like"])
-    assert first.shape == (2, 384)
-    assert len(fake_openai.embedding_requests()) == 1
-    assert fake_openai.embedding_requests()[0].body["input"] == ["what does alice like"]
-    again = await cached.embed(["what does alice like"])
-    np.testing.assert_array_equal(again[0], first[0])
-    assert len(fake_openai.embedding_requests()) == 1
-    again[0, 0] = 42.0  # callers own what they get back; the cache is unaffected
-    await cached.embed(["b"])
-    await cached.embed(["c"])  # evicts the oldest entry
-    assert len(cached.cache) == 2
-    await cached.embed(["what does alice like"])
-    assert len(fake_openai.embedding_requests()) == 4
-    assert cached.model == "text-embedding-3-small" and cached.dims == 384
-    await cached.aclose()
-    await client.close()
+    cfg = MemoryConfig.for_data_dir(tmp_path / "data", embedding=EmbeddingConfig(provider="openai"))
+    mem = await Memory.open(cfg, embedding_client=client)
+    try:
+        service = mem.embeddings
+        first = await service.embed_query(GUILD, "what does alice like")
+        again = await service.embed_query(GUILD, "what does alice like")
+        assert first is not None and again is not None and again[1] is first[1]
+        assert len(fake_openai.embedding_requests()) == 1
+        assert service.stats.query_cache_hits == 1
+        with pytest.raises(ValueError):  # shared by every caller: nobody may write into it
+            first[1][0] = 42.0
+        service.forget_queries()  # forget drops them: they may hold a member's words
+        await service.embed_query(GUILD, "what does alice like")
+        assert len(fake_openai.embedding_requests()) == 2
+    finally:
+        await mem.close()
+        await client.close()
+
+
+def test_query_cache_drops_the_least_recently_used() -> None:
+    cache = QueryCache(maxsize=2)
+    vec = np.ones(3, dtype=np.float32)
+    cache.put("m", "a", vec)
+    cache.put("m", "b", vec)
+    assert cache.get("m", "a") is not None  # "a" is now the most recent
+    cache.put("m", "c", vec)
+    assert cache.get("m", "b") is None and len(cache) == 2
+    assert cache.get("other-model", "a") is None
+    vec[0] = 5.0  # the caller's array is not the stored one
+    stored = cache.get("m", "a")
+    assert stored is not None and stored[0] == 1.0
 
 
 @given(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import openai
 import pytest
@@ -16,8 +15,7 @@ from memory.extract.llm import LLMExtractor
 from memory.extract.rules.extractor import RuleExtractor
 from memory.models import Candidate
 from tests.fakeopenai import FakeOpenAI, Fault
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # shared/ beside the checkout
+from tests.helpers import REAL_EXPORT
 
 
 def rule_facts(text: str, author: str = "Ana", max_facts: int = 4) -> list[str]:
@@ -216,10 +214,7 @@ async def test_rule_batch() -> None:
 
 
 def _discord_messages() -> list[tuple[str, str]]:
-    path = DATA / "discord" / "vesuvius-papyrology.json"
-    if not path.exists():
-        pytest.skip("Discord export not available")
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(REAL_EXPORT.read_text(encoding="utf-8"))
     return [
         (m["author"].get("nickname") or m["author"]["name"], m["content"])
         for m in data["messages"]
@@ -227,16 +222,40 @@ def _discord_messages() -> list[tuple[str, str]]:
     ]
 
 
-def _locomo_messages() -> list[tuple[str, str]]:
-    path = DATA / "locomo" / "locomo-dev.json"
-    if not path.exists():
-        pytest.skip("LoCoMo not available")
-    out: list[tuple[str, str]] = []
-    for conv in json.loads(path.read_text(encoding="utf-8")):
-        for key, turns in conv["conversation"].items():
-            if key.startswith("session_") and isinstance(turns, list):
-                out.extend((t["speaker"], t["text"]) for t in turns)
-    return out
+# Long-form chat between two friends (written for this test): the style of
+# personal conversation datasets, where facts hide in chatty sentences.
+CONVERSATION = [
+    ("Priya", "Hey Tomas! Long time no see. How was the trip up north?"),
+    ("Tomas", "So good, thanks! The lakes were freezing but gorgeous. Look at this sunrise!"),
+    ("Priya", "Wow, that's stunning. I'm a big fan of early mornings - the quiet is so calming."),
+    (
+        "Tomas",
+        "Same here. I started playing water polo about three years ago; early practice is "
+        "the best part.",
+    ),
+    ("Priya", "That's amazing! Do you race or is it just for fun?"),
+    ("Tomas", "Mostly for fun, but our club has a regatta in spring. You should come and watch!"),
+    (
+        "Priya",
+        "I'd love that. Things have been busy here: I'm starting a pottery workshop for kids "
+        "in my neighbourhood.",
+    ),
+    ("Tomas", "No way, that's fantastic. What got you into it?"),
+    ("Priya", "I'm passionate about teaching and I love seeing kids get messy and creative."),
+    ("Tomas", "Haha, messy is the fun part. Let me know if you need help carrying clay."),
+    ("Priya", "Deal! How's the new job treating you?"),
+    (
+        "Tomas",
+        "It's hectic. I work as a nurse at the children's hospital now, night shifts mostly.",
+    ),
+    ("Priya", "That sounds exhausting but so meaningful."),
+    ("Tomas", "It is. I'm learning a lot from the senior nurses, they're incredible."),
+    ("Priya", "Did you ever finish that book I lent you?"),
+    ("Tomas", "Not yet, sorry! It's on my nightstand, I promise."),
+    ("Priya", "No rush. I love slow weekends with a good novel anyway."),
+    ("Tomas", "Same. Talk soon?"),
+    ("Priya", "Definitely, take care!"),
+]
 
 
 def _memory_of(messages: list[tuple[str, str]]) -> list[str]:
@@ -271,17 +290,19 @@ def test_rules_on_discord_export() -> None:
     assert 10 <= len(facts) <= 60
 
 
-def test_rules_on_locomo() -> None:
-    facts = _memory_of(_locomo_messages())
+def test_rules_on_a_long_form_conversation() -> None:
+    facts = _memory_of(CONVERSATION)
     _assert_believable(facts)
     for expected in [
-        "Melanie is a big fan of pottery.",
-        "Caroline started playing acoustic guitar about five years ago.",
-        "Jon is passionate about dancing.",
-        "Jon is starting a dance studio.",
+        "Priya is a big fan of early mornings.",
+        "Tomas started playing water polo about three years ago.",
+        "Priya is passionate about teaching.",
+        "Priya is starting a pottery workshop for kids in their neighbourhood.",
+        "Priya loves slow weekends with a good novel.",
     ]:
         assert expected in facts
-    assert len(facts) >= 20
+    # Greetings, questions and small talk give nothing.
+    assert len(facts) <= 8
 
 
 # -- LLMExtractor --------------------------------------------------------------------------------

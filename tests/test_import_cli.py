@@ -25,15 +25,11 @@ import pytest
 from bot.cli import main as cli_main
 from memory.clock import normalise_iso
 from memory.store import sqlite
+from tests.helpers import REAL_EXPORT
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-REAL = SHARED / "data" / "discord" / "vesuvius-papyrology.json"
+REAL = REAL_EXPORT
 SAMPLE = ROOT / "bot" / "data" / "sample_guild.json"
-
-needs_real = pytest.mark.skipif(
-    not REAL.exists(), reason=f"the shared Discord export is not present at {REAL}"
-)
 
 INGESTED_TYPES = {"Default", "Reply", "ChatInputCommand", "ContextMenuCommand", "20", "23"}
 
@@ -89,7 +85,6 @@ def _expected(path: Path) -> list[dict[str, Any]]:
 # -- the real export ------------------------------------------------------------------------------
 
 
-@needs_real
 @pytest.mark.timeout(600)
 def test_real_export_through_the_cli(tmp_path: Path) -> None:
     data = tmp_path / "data"

@@ -21,12 +21,11 @@ from memory.errors import ImportFormatError, InvalidInput
 from memory.importer import parse as import_parse
 from memory.importer import reader as importer
 from memory.importer.reader import ImportRecord, ImportStats, iter_export, iter_paths, read_header
+from tests.helpers import REAL_EXPORT
 
 ROOT = Path(__file__).resolve().parents[1]
-REAL = ROOT.parent / "shared" / "data" / "discord" / "vesuvius-papyrology.json"
+REAL = REAL_EXPORT
 SAMPLE = ROOT / "bot" / "data" / "sample_guild.json"
-
-needs_real = pytest.mark.skipif(not REAL.exists(), reason="shared Discord export not present")
 
 
 def _script(name: str) -> ModuleType:
@@ -81,12 +80,17 @@ def _collect(path: Path, **kwargs: Any) -> tuple[list[ImportRecord], ImportForma
 # The real export
 
 
+def test_the_real_export_and_its_licence_ship_with_the_tests() -> None:
+    assert REAL.is_file(), f"missing test fixture {REAL} (see tests/data/README.md)"
+    licence = REAL.with_name("vesuvius-LICENSE.txt").read_text(encoding="utf-8")
+    assert licence.startswith("MIT License") and "Permission is hereby granted" in licence
+
+
 @pytest.fixture(scope="module")
 def real_records() -> list[ImportRecord]:
     return list(iter_export(REAL))
 
 
-@needs_real
 def test_real_export_counts_match_the_file(real_records: list[ImportRecord]) -> None:
     source = json.loads(REAL.read_text(encoding="utf-8"))["messages"]
     kept = [m for m in source if m["type"] in ("Default", "Reply") and m["content"].strip()]
@@ -106,7 +110,6 @@ def test_real_export_counts_match_the_file(real_records: list[ImportRecord]) -> 
     assert [r.index for r in real_records] == list(range(len(source)))
 
 
-@needs_real
 def test_real_export_fields(real_records: list[ImportRecord]) -> None:
     doc = json.loads(REAL.read_text(encoding="utf-8"))
     by_id = {m["id"]: m for m in doc["messages"]}
@@ -135,7 +138,6 @@ def test_real_export_fields(real_records: list[ImportRecord]) -> None:
     assert len(linked) >= 400
 
 
-@needs_real
 def test_positions_are_byte_offsets_of_record_ends(real_records: list[ImportRecord]) -> None:
     data = REAL.read_bytes()
     positions = [r.position for r in real_records]
@@ -149,7 +151,6 @@ def test_positions_are_byte_offsets_of_record_ends(real_records: list[ImportReco
     assert positions[-1] < len(data)
 
 
-@needs_real
 def test_read_header_of_real_export() -> None:
     header = read_header(REAL)
     assert header.format == "dce"
@@ -158,7 +159,6 @@ def test_read_header_of_real_export() -> None:
     assert header.size == REAL.stat().st_size
 
 
-@needs_real
 @pytest.mark.parametrize("chunk", [7, 1000, 65_536])
 def test_chunk_boundaries_do_not_change_results(
     chunk: int, monkeypatch: pytest.MonkeyPatch, real_records: list[ImportRecord]
@@ -185,7 +185,6 @@ def test_small_read_chunks_are_honoured(tmp_path: Path, monkeypatch: pytest.Monk
 # Truncated and broken files
 
 
-@needs_real
 @pytest.mark.parametrize("fraction", [0.0001, 0.003, 0.5, 0.77, 0.999999])
 def test_truncated_real_file(
     tmp_path: Path, fraction: float, real_records: list[ImportRecord]
@@ -206,7 +205,6 @@ def test_truncated_real_file(
         assert error.position >= got[-1].position
 
 
-@needs_real
 def test_malformed_json_names_the_byte(tmp_path: Path, real_records: list[ImportRecord]) -> None:
     data = bytearray(REAL.read_bytes())
     # Break the ':' after "content" in the 1001st message.
@@ -596,7 +594,6 @@ def test_sample_reads_like_a_real_export() -> None:
     assert "MIT License" in license_text and "Nikhil Akula" in license_text
 
 
-@needs_real
 def test_sample_is_pseudonymised() -> None:
     source = json.loads(REAL.read_text(encoding="utf-8"))
     text = SAMPLE.read_text(encoding="utf-8")
@@ -640,7 +637,6 @@ def test_sample_is_pseudonymised() -> None:
     assert sample["guild"]["name"] == "Papyrology Commons"
 
 
-@needs_real
 def test_sample_is_reproducible_from_the_script() -> None:
     make_sample = _script("make_sample")
     source = json.loads(REAL.read_text(encoding="utf-8"))

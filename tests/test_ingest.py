@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from memory.clock import iso
 from memory.config import IngestConfig
 from memory.models import Candidate
 from memory.store import facts as store
@@ -266,6 +267,42 @@ async def test_reextraction_updates_and_reactivates(make_memory: Any, clock: Any
     events = [h.event for h in await mem.fact_history(GUILD, fact.id)]
     assert events == ["add", "archive", "update"]
     assert len(await _facts(mem)) == 1
+
+
+async def test_history_rows_are_stamped_by_the_injected_clock(make_memory: Any, clock: Any) -> None:
+    clock.now = clock.now.replace(year=2031)
+    mem = await make_memory(extractor=ScriptedExtractor(echo_fact), clock=clock)
+    text = "I keep bees on the roof."
+    assert await (await mem.ingest_message(msg(text))).wait()
+    added_at = iso(clock.now)
+    fact = (await _facts(mem))[0]
+    clock.advance(hours=2)
+    assert await (await mem.ingest_message(msg(text))).wait()
+    updated_at = iso(clock.now)
+    hist = await mem.fact_history(GUILD, fact.id)
+    assert [(h.event, h.created_at) for h in hist] == [
+        ("add", added_at),
+        ("update", updated_at),
+    ]
+
+
+async def test_other_bots_messages_are_extracted_unless_bot_ingestion_is_off(
+    make_memory: Any, tmp_path: Any
+) -> None:
+    mem = await make_memory(extractor=ScriptedExtractor(echo_fact))
+    bot = "666666666666666666"
+    m = msg("I am the scoreboard bot for the chess club.", author=bot, name="ScoreBot", is_bot=True)
+    assert await (await mem.ingest_message(m)).wait()
+    (fact,) = await _facts(mem, subject=bot)
+    assert "chess club" in fact.fact
+    await mem.set_guild_setting(GUILD, "ingest_bots", "false")
+    out = await mem.ingest_message(msg("I am also a trivia bot.", author=bot, is_bot=True))
+    assert out.status == "rejected"
+    off = await make_memory(
+        data_dir=tmp_path / "off", ingest=IngestConfig(ingest_bot_messages=False)
+    )
+    out = await off.ingest_message(msg("I am the trivia bot.", author=bot, is_bot=True))
+    assert out.status == "rejected"
 
 
 async def test_rejections_are_clear_and_counted(make_memory: Any) -> None:

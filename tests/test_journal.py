@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -216,3 +217,15 @@ def test_read_day_and_entries(tmp_path: Path) -> None:
     (tmp_path / "notes.md").write_text("x\n", encoding="utf-8")
     assert [p.name for p in j.daily_files()] == ["2024-05-01.md"]
     assert j.read_entries(tmp_path / "missing.md") == []
+
+
+def test_readme_describes_the_layout_the_journal_writes(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "memory_journal", "Europe/Berlin")
+    line = j.append("2024-03-09T23:30:00Z", "Ana", "1", "10", "20", "late in Berlin")
+    assert line.path.relative_to(tmp_path).as_posix() == "memory_journal/2024-03-10.md"
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    step = re.search(r"\*\*Journal\.\*\*(.*?)\n\d+\. ", readme, re.S)
+    assert step is not None
+    journal_step = step[1]
+    assert "`memory_journal/YYYY-MM-DD.md`" in journal_step
+    assert "`timezone`" in journal_step and "[guild:" in journal_step

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory.clock import iso
-from memory.embed.local import fact_embedding_text, vector_to_blob
+from memory.embed.base import fact_embedding_text, vector_to_blob
 from memory.models import Hit, IncomingMessage
 from memory.retrieval.query import fts_match_expression
 from memory.retrieval.scoring import channel_score, passes_gate

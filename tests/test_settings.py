@@ -35,6 +35,15 @@ def test_defaults() -> None:
     assert s.discord_token is None and s.dashboard_host == "127.0.0.1"
 
 
+def test_action_log_retention_reaches_the_engine() -> None:
+    env = {"GUILDLORE_JOBS_ACTION_LOG_KEEP_DAYS": "7", "GUILDLORE_JOBS_ACTION_LOG_MAX_ROWS": "500"}
+    cfg = load_settings(env=env).memory_config()
+    assert (cfg.action_log.keep_days, cfg.action_log.max_rows) == (7, 500)
+    assert "jobs.action_log_keep_days" in " ".join(
+        problems(env={**env, "GUILDLORE_JOBS_ACTION_LOG_KEEP_DAYS": "-1"})
+    )
+
+
 def test_data_dir_holds_database_and_journal() -> None:
     s = load_settings(env={"GUILDLORE_DATA_DIR": "/srv/gl"})
     assert s.resolved_db_path == Path("/srv/gl/guildlore.sqlite3")

@@ -97,9 +97,8 @@ def synthesise(text: str, workdir: Path, name: str) -> Clip:
 
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Clip]:
-    reason = _missing_tools()
-    if reason:
-        pytest.skip(reason)
+    missing = _missing_tools()
+    assert missing is None, missing
     workdir = tmp_path_factory.mktemp("voice")
     return {"a": synthesise(TEXT_A, workdir, "a"), "b": synthesise(TEXT_B, workdir, "b")}
 
@@ -413,7 +412,6 @@ async def test_voice_transcript_nurse_fact_reaches_memory(
     clips: dict[str, Clip], fake_openai: Any, tmp_path: Path
 ) -> None:
     """Voice → memory engine: the nurse fact is extracted and found, attributed to Alice."""
-    pytest.importorskip("memory.extract.llm.llm", reason="memory.extract is not in the tree yet")
     from memory.config import EmbeddingConfig, MemoryConfig
     from memory.engine import Memory
 

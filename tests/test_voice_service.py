@@ -18,10 +18,12 @@ from bot.voice.service import (
     dave_health,
     describe_transcriber,
     privacy_notice,
+    voice_error_log,
 )
 from bot.voice.stt import FasterWhisperTranscriber, OpenAITranscriber
 from bot.voice.types import VoiceSettings
 from memory.models import IncomingMessage
+from tests.helpers import eventually
 from tests.test_voice_contract import Guild, Member
 from tests.test_voice_units import MarkerVad, VirtualClock, stereo_frame
 
@@ -119,7 +121,9 @@ class Stt:
         return "hello there"
 
 
-def make_manager(store: Store, clock: VirtualClock | None = None) -> tuple[VoiceManager, list]:
+def make_manager(
+    store: Store, clock: VirtualClock | None = None, **kw: Any
+) -> tuple[VoiceManager, list]:
     ingested: list[IncomingMessage] = []
 
     async def ingest(msg: IncomingMessage) -> None:
@@ -133,6 +137,7 @@ def make_manager(store: Store, clock: VirtualClock | None = None) -> tuple[Voice
         save_opt_out=store.save,
         vad_factory=MarkerVad,
         clock=clock or VirtualClock(),
+        **kw,
     )
     return manager, ingested
 
@@ -247,6 +252,31 @@ async def test_stats_for_the_dashboard() -> None:
     assert stats["opted_out"] == {"10": 1}
     await manager.close()
     assert manager.stats()["sessions"] == []
+
+
+async def test_join_failures_and_a_stopped_receiver_are_logged_as_voice_errors(
+    make_memory: Any,
+) -> None:
+    mem = await make_memory(embeddings="none")
+    manager, _ = make_manager(Store(), report_error=voice_error_log(mem))
+    with pytest.raises(VoiceJoinError):
+        await manager.join(FakeVoiceChannel(20, make_guild(), [], send_fails=True))
+    (row,) = await mem.action_log(kind="voice_error")
+    assert row.guild_id == str(GUILD) and "privacy notice" in row.message
+    assert row.detail == {"stage": "join", "channel_id": "20", "error": "VoiceJoinError"}
+
+    channel = FakeVoiceChannel(21, make_guild(), [])
+    await manager.join(channel)
+    await asyncio.to_thread(channel.vc.after, RuntimeError("router died"))  # type: ignore[union-attr]
+    assert await eventually(lambda: _voice_errors(mem, 2))
+    newest = (await mem.action_log(kind="voice_error"))[0]
+    assert "router died" in newest.message and newest.detail is not None
+    assert newest.detail["stage"] == "receive" and newest.detail["channel_id"] == "21"
+    await manager.close()
+
+
+async def _voice_errors(mem: Any, n: int) -> bool:
+    return len(await mem.action_log(kind="voice_error")) == n
 
 
 def test_dave_health() -> None:

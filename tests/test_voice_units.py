@@ -22,6 +22,7 @@ from bot.voice.ids import (
 )
 from bot.voice.pipeline import VoiceIngestPipeline
 from bot.voice.segmenter import SpeakerSegmenter
+from bot.voice.service import voice_error_log
 from bot.voice.stt import OpenAITranscriber, encode_wav
 from bot.voice.types import FRAME_BYTES, MONO_FRAME_BYTES, VoiceSettings
 from bot.voice.vad import WebRtcVad
@@ -327,6 +328,7 @@ def make_pipeline(
     bots: set[int] | None = None,
     clock: VirtualClock | None = None,
     vad_factory: Any = MarkerVad,
+    report_error: Any = None,
     **settings: object,
 ) -> VoiceIngestPipeline:
     async def ingest(msg: IncomingMessage) -> None:
@@ -344,6 +346,7 @@ def make_pipeline(
         resolve_name=lambda uid: f"user{uid}",
         is_bot=lambda uid: uid in (bots or set()),
         wall_clock=lambda: WALL0,
+        report_error=report_error,
     )
 
 
@@ -482,6 +485,34 @@ async def test_stt_failure_and_empty_text_do_not_stop_the_pipeline() -> None:
     await pipe.close()
     assert [m.content for m in got] == ["third time lucky"]
     assert pipe.stats["stt_errors"] == 1 and pipe.stats["empty_transcripts"] == 1
+
+
+async def test_stt_failures_are_logged_as_voice_errors_at_most_once_a_minute(
+    make_memory: Any,
+) -> None:
+    mem = await make_memory(embeddings="none")
+    clock = VirtualClock()
+
+    def down(_audio: np.ndarray) -> str:
+        raise RuntimeError("provider down")
+
+    pipe = make_pipeline(
+        RecordingTranscriber(down), [], clock=clock, report_error=voice_error_log(mem)
+    )
+    await pipe.start()
+    feed_turn(pipe, clock, {11: (0, 20), 22: (40, 60)}, 100)
+    assert await eventually(lambda: pipe.stats["stt_errors"] == 2)
+    (row,) = await mem.action_log(kind="voice_error")
+    assert row.guild_id == "1" and "provider down" in row.message
+    assert row.detail is not None and row.detail["stage"] == "stt"
+    assert (row.detail["channel_id"], row.detail["errors"]) == ("2", 1)
+    clock.now += 61
+    feed_turn(pipe, clock, {33: (0, 20)}, 40)
+    await pipe.close()
+    assert pipe.stats["stt_errors"] == 3
+    newest = (await mem.action_log(kind="voice_error"))[0]
+    assert newest.id != row.id and newest.detail is not None
+    assert newest.detail["errors"] == 2  # the one held back, and this one
 
 
 # ── STT: OpenAI-compatible endpoint through the real client ─────────────

@@ -360,7 +360,7 @@ def _check_embeddings(report: Report, settings: Any, offline: bool) -> None:
 
 
 def _check_openai_embeddings(report: Report, settings: Any, offline: bool) -> None:
-    from memory.embed.local import OPENAI_DEFAULT_MODEL
+    from memory.embed.remote import OPENAI_DEFAULT_MODEL
 
     model = settings.embedding_default_model or OPENAI_DEFAULT_MODEL
     if offline:

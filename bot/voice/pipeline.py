@@ -7,6 +7,11 @@ Threads and queues::
                ─ idle task: ends turns whose packets stopped
                ─ STT workers: resample (thread) → transcriber (off-loop) → ingest(IncomingMessage)
 
+Failures of transcription and ingest are counted in ``stats`` and reported
+through ``report_error`` (the bot writes them to the action log as
+``voice_error``), at most once a minute per stage with the count since the
+last report, so a dead endpoint cannot flood the log.
+
 Privacy: a speaker who opted out is dropped in ``feed_threadsafe`` before a
 single byte of their audio is queued, and re-checked before transcription
 and before ingest, so an opt-out during an utterance discards it too.
@@ -32,11 +37,16 @@ from bot.voice.types import FRAME_BYTES, Segment, VoiceSettings
 from bot.voice.vad import FrameVad, WebRtcVad
 from memory.clock import Clock, iso, system_clock
 from memory.models import IncomingMessage
+from memory.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
 IngestFn = Callable[[IncomingMessage], Awaitable[object]]
 MonotonicClock = Callable[[], float]
+# (guild id, message, detail); detail holds "stage" and "channel_id" at least.
+VoiceErrorReport = Callable[[int, str, dict[str, Any]], Awaitable[object]]
+
+ERROR_REPORT_INTERVAL_S = 60.0
 
 # A speaker silent this long has probably left; their segmenter (and VAD
 # state) is released so a long session does not accumulate them.
@@ -59,6 +69,7 @@ class VoiceIngestPipeline:
         is_bot: Callable[[int], bool] | None = None,
         wall_clock: Clock = system_clock,
         ids: SyntheticIds | None = None,
+        report_error: VoiceErrorReport | None = None,
     ) -> None:
         self.guild_id = guild_id
         self.channel_id = channel_id
@@ -73,6 +84,8 @@ class VoiceIngestPipeline:
         self._is_bot = is_bot or (lambda _uid: False)
         self._resolve_name = resolve_name or str
         self._ids = ids or SyntheticIds()
+        self._report_error = report_error
+        self._error_throttle = Throttle(ERROR_REPORT_INTERVAL_S, clock)
 
         self._lock = threading.Lock()
         self._inbox: deque[tuple[int, float, bytes]] = deque()
@@ -362,13 +375,14 @@ class VoiceIngestPipeline:
             text = await asyncio.wait_for(
                 self._transcriber.transcribe(audio16k), timeout=self.settings.stt_timeout_s
             )
-        except Exception:
+        except Exception as exc:
             self._count("stt_errors")
             log.exception(
                 "voice channel %s: transcription of %.1f s failed",
                 self.channel_id,
                 segment.duration_s,
             )
+            await self._report("stt", f"transcription of {segment.duration_s:.1f} s failed", exc)
             return
         self._count("transcribed")
         text = (text or "").strip()
@@ -381,12 +395,30 @@ class VoiceIngestPipeline:
         message = self._message(segment, text)
         try:
             await self._ingest(message)
-        except Exception:
+        except Exception as exc:
             self._count("ingest_errors")
             log.exception("voice channel %s: ingest failed", self.channel_id)
+            await self._report("ingest", "ingest of a transcript failed", exc)
             return
         self._count("ingested")
         self._last_ingested_at = message.created_at
+
+    async def _report(self, stage: str, what: str, exc: BaseException) -> None:
+        if self._report_error is None:
+            return
+        held = self._error_throttle.admit(stage)
+        if held is None:
+            return
+        detail = {
+            "stage": stage,
+            "channel_id": str(self.channel_id),
+            "error": type(exc).__name__,
+            "errors": held + 1,
+        }
+        try:
+            await self._report_error(self.guild_id, f"{what}: {exc}", detail)
+        except Exception:  # reporting must not stop transcription
+            log.exception("voice channel %s: could not report an error", self.channel_id)
 
     def _message(self, segment: Segment, text: str) -> IncomingMessage:
         assert self._wall0 is not None

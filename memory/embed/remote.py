@@ -1,8 +1,7 @@
 """The OpenAI-compatible embedding provider (``OpenAIEmbedder``).
 
-Split from ``memory.embed``, which re-exports every public name here and picks
-this provider in ``make_embedder`` for any model id that is not the bundled
-local one. The client is an ``AsyncOpenAI`` owned and closed by the caller, so
+``memory.embed.base.make_embedder`` picks this provider for any model id that
+is not the bundled local one. The client is an ``AsyncOpenAI`` owned and closed by the caller, so
 this module works against OpenAI itself or any server speaking its API.
 """
 

@@ -1,8 +1,8 @@
 """Row helpers every embedder shares: input checks, empty results, unit length.
 
-They sit in their own module so ``memory.embed`` (the local model, the cache,
-``make_embedder``) and ``memory.embed_openai`` (the API provider) can both use
-them without importing each other.
+They sit in their own module so ``memory.embed.local`` (the bundled model)
+and ``memory.embed.remote`` (the API provider) can both use them without
+importing each other.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Work arrives as ids (facts changed by a batch, messages processed by a
 batch); the worker embeds them in batches off the event loop and writes the
 vectors in one transaction per batch. ``reindex`` scans for anything without
 a vector for its guild's model — after a crash or a model change — and
-reports progress.
+reports progress. Calls and failures go to the action log through
+``EmbeddingActivity``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import logging
 import os
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -27,7 +27,8 @@ import numpy as np
 
 from memory.clock import Clock, iso
 from memory.config import EmbeddingConfig
-from memory.embed.local import (
+from memory.embed.activity import EmbeddingActivity
+from memory.embed.base import (
     Embedder,
     fact_embedding_text,
     make_embedder,
@@ -35,9 +36,9 @@ from memory.embed.local import (
     resolve_embedding_model,
     vector_to_blob,
 )
+from memory.embed.query_cache import QueryCache
 from memory.errors import ConfigError, EmbeddingError
 from memory.models import Fact
-from memory.store import ops as store_ops
 from memory.store import vectors as store_vectors
 from memory.store.db import Database
 
@@ -51,6 +52,7 @@ BACKGROUND_NICE = 10
 BACKLOG_CALL_MAX = 256  # texts per background embedding call
 MESSAGE_BACKFILL_WINDOW = 2048  # messages read and length-sorted together when back-filling
 MESSAGE_BACKFILL_CALL = 256  # texts per embedding call when back-filling
+QUERY_CACHE_SIZE = 512
 
 
 def _lower_priority() -> None:
@@ -123,10 +125,10 @@ class EmbeddingService:
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
-        self._query_cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._query_cache = QueryCache(QUERY_CACHE_SIZE)
         self._background_pool: ThreadPoolExecutor | None = None
         self.stats = EmbeddingStats()
-        self.on_error: Callable[[str], None] | None = None
+        self.activity = EmbeddingActivity(db, clock)
 
     # -- models -------------------------------------------------------------------
     def set_guild_model(self, guild_id: str, model: str | None) -> None:
@@ -178,6 +180,7 @@ class EmbeddingService:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        await self.activity.flush()
         pool, self._background_pool = self._background_pool, None
         if pool is not None:
             await asyncio.to_thread(pool.shutdown, True)
@@ -227,21 +230,26 @@ class EmbeddingService:
             self._wake.clear()
             while self._pending_facts or self._pending_messages:
                 try:
-                    await self._step()
+                    failed = await self._step()
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # never let one failure stop the worker
-                    self._note_error(exc)
+                    await self._failed(exc, None, "background")
+                    failed = True
+                if failed:  # a failing endpoint is not retried in a tight loop
                     await asyncio.sleep(1.0)
             if not self._pending_facts and not self._pending_messages:
                 self._idle.set()
 
-    async def _step(self) -> None:
+    async def _step(self) -> bool:
+        """Embed the next batch of each guild; True if one of them failed (its
+        ids are left to the next re-index)."""
         # A backlog goes in larger calls (up to BACKLOG_CALL_MAX): the local
         # embedder sorts a call by length before padding each inner batch, and
         # the larger the call, the less padding (1.6× the throughput at 256
         # than at 64 on chat messages, measured).
         limit = max(self.cfg.batch_size * 2, BACKLOG_CALL_MAX)
+        failed = False
         if self._pending_facts:
             ids = list(itertools.islice(self._pending_facts.items(), limit))
             for fid, _ in ids:
@@ -250,7 +258,13 @@ class EmbeddingService:
             for fid, gid in ids:
                 by_guild.setdefault(gid, []).append(fid)
             for gid, fids in by_guild.items():
-                await self.embed_facts(gid, fids)
+                try:
+                    n = await self.embed_facts(gid, fids)
+                except Exception as exc:
+                    await self._failed(exc, gid, "facts")
+                    failed = True
+                    continue
+                await self._batch_done(gid, facts=n, messages=0)
         elif self._pending_messages:
             items = list(itertools.islice(self._pending_messages.items(), limit))
             for mid, _ in items:
@@ -259,14 +273,28 @@ class EmbeddingService:
             for mid, gid in items:
                 by_guild_m.setdefault(gid, []).append(mid)
             for gid, mids in by_guild_m.items():
-                await self.embed_messages_by_id(gid, mids)
+                try:
+                    n = await self.embed_messages_by_id(gid, mids)
+                except Exception as exc:
+                    await self._failed(exc, gid, "messages")
+                    failed = True
+                    continue
+                await self._batch_done(gid, facts=0, messages=n)
+        return failed
 
-    def _note_error(self, exc: BaseException) -> None:
+    async def _batch_done(self, guild_id: str, *, facts: int, messages: int) -> None:
+        model = self.model_for_guild(guild_id)
+        if model is not None:
+            await self.activity.batch(
+                guild_id, model, facts=facts, messages=messages, source="background"
+            )
+
+    async def _failed(self, exc: BaseException, guild_id: str | None, source: str) -> None:
         self.stats.errors += 1
         self.stats.last_error = str(exc)[:300]
         log.warning("embedding failed: %s", exc)
-        if self.on_error is not None:
-            self.on_error(str(exc))
+        model = self.model_for_guild(guild_id) if guild_id is not None else self.default_model
+        await self.activity.error(exc, guild_id=guild_id, model=model, source=source)
 
     # -- work ----------------------------------------------------------------------------
     async def embed_facts(self, guild_id: str, fact_ids: Sequence[int]) -> int:
@@ -346,21 +374,16 @@ class EmbeddingService:
         model = self.model_for_guild(guild_id)
         if model is None or len(text.strip()) < 3:
             return None
-        key = (model, text)
-        cached = self._query_cache.get(key)
+        cached = self._query_cache.get(model, text)
         if cached is not None:
-            self._query_cache.move_to_end(key)
             self.stats.query_cache_hits += 1
             return model, cached
         try:
             vec = (await self._embed(self.embedder(model), [text], background=False))[0]
         except EmbeddingError as exc:
-            self._note_error(exc)
+            await self._failed(exc, guild_id, "query")
             return None
-        self._query_cache[key] = vec
-        while len(self._query_cache) > 512:
-            self._query_cache.popitem(last=False)
-        return model, vec
+        return model, self._query_cache.put(model, text, vec)
 
     async def reindex(
         self,
@@ -375,7 +398,6 @@ class EmbeddingService:
         model; ``should_stop`` is asked between calls (what is left stays missing
         and the next run finds it)."""
         totals = {"facts": 0, "messages": 0}
-        chunk = max(8, self.cfg.batch_size * 4)
 
         def stopping() -> bool:
             return should_stop is not None and should_stop()
@@ -384,50 +406,77 @@ class EmbeddingService:
             model = self.model_for_guild(gid)
             if model is None:
                 continue
-            while include_facts and not stopping():
-                missing = await self.db.read(store_vectors.facts_missing_vectors, model, chunk, gid)
-                if not missing:
-                    break
-                n = await self.embed_facts(gid, [m[0] for m in missing])
-                if n == 0:
-                    break
-                totals["facts"] += n
-                if progress:
-                    progress("facts", totals["facts"])
-            if not (include_messages and self.embed_messages):
-                continue
-            # Resume after the last seq seen: rows too short to embed stay
-            # "missing" for ever, and rescanning from the start each call would
-            # make a big back-fill quadratic. A window of rows is sorted by
-            # length before it is cut into calls: each call then pads little
-            # (the local embedder pads a batch to its longest text), while a
-            # call stays short enough for Ctrl-C to be answered soon (measured
-            # on the real export: 150–175 msg/s this way, 130 with calls of 512 in
-            # message order).
-            after = 0
-            while not stopping():
-                rows = await self.db.read(
-                    _guild_messages_missing, gid, model, MESSAGE_BACKFILL_WINDOW, after
+            before = dict(totals)
+            try:
+                await self._reindex_guild(
+                    gid, model, totals, progress, include_facts, include_messages, stopping
                 )
-                if not rows:
-                    break
-                after = rows[-1][0]
-                rows.sort(key=lambda r: len(r[1]))
-                for start in range(0, len(rows), MESSAGE_BACKFILL_CALL):
-                    if start and stopping():
-                        break
-                    n = await self._embed_message_rows(
-                        gid, model, rows[start : start + MESSAGE_BACKFILL_CALL]
-                    )
-                    totals["messages"] += n
-                    if progress:
-                        progress("messages", totals["messages"])
+            except Exception as exc:
+                await self._failed(exc, gid, "reindex")
+                raise
+            finally:
+                # Vectors written before a failure or a cancel count too. Counting
+                # does not await (safe while cancelled); the row is written by the
+                # next flush, at the latest when the service stops.
+                self.activity.count(
+                    gid,
+                    model,
+                    facts=totals["facts"] - before["facts"],
+                    messages=totals["messages"] - before["messages"],
+                    source="reindex",
+                )
+            await self.activity.flush()
         return totals
 
-    async def log_error_action(self, message: str) -> None:
-        await self.db.write(
-            store_ops.log_action, "memory_embedding_error", message[:300], iso(self.clock())
-        )
+    async def _reindex_guild(
+        self,
+        gid: str,
+        model: str,
+        totals: dict[str, int],
+        progress: Callable[[str, int], None] | None,
+        include_facts: bool,
+        include_messages: bool,
+        stopping: Callable[[], bool],
+    ) -> None:
+        chunk = max(8, self.cfg.batch_size * 4)
+        while include_facts and not stopping():
+            missing = await self.db.read(store_vectors.facts_missing_vectors, model, chunk, gid)
+            if not missing:
+                break
+            n = await self.embed_facts(gid, [m[0] for m in missing])
+            if n == 0:
+                break
+            totals["facts"] += n
+            if progress:
+                progress("facts", totals["facts"])
+        if not (include_messages and self.embed_messages):
+            return
+        # Resume after the last seq seen: rows too short to embed stay
+        # "missing" for ever, and rescanning from the start each call would
+        # make a big back-fill quadratic. A window of rows is sorted by
+        # length before it is cut into calls: each call then pads little
+        # (the local embedder pads a batch to its longest text), while a
+        # call stays short enough for Ctrl-C to be answered soon (measured
+        # on the real export: 150–175 msg/s this way, 130 with calls of 512 in
+        # message order).
+        after = 0
+        while not stopping():
+            rows = await self.db.read(
+                _guild_messages_missing, gid, model, MESSAGE_BACKFILL_WINDOW, after
+            )
+            if not rows:
+                break
+            after = rows[-1][0]
+            rows.sort(key=lambda r: len(r[1]))
+            for start in range(0, len(rows), MESSAGE_BACKFILL_CALL):
+                if start and stopping():
+                    break
+                n = await self._embed_message_rows(
+                    gid, model, rows[start : start + MESSAGE_BACKFILL_CALL]
+                )
+                totals["messages"] += n
+                if progress:
+                    progress("messages", totals["messages"])
 
 
 # Vector rows per write transaction: short transactions let the ingest

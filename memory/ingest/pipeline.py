@@ -218,10 +218,12 @@ class BatchProcessor:
         out: list[list[Candidate]] = [[] for _ in jobs]
         if self.extractor is None:
             return out
+        # Other bots' messages are extracted like anyone's: the operator's
+        # switch for them (global or per guild) rejects them at ingest instead.
         picks = [
             i
             for i, (job, text) in enumerate(zip(jobs, cleaned, strict=True))
-            if text is not None and len(text) >= 4 and job.msg.guild_id and not job.msg.is_bot
+            if text is not None and len(text) >= 4 and job.msg.guild_id
         ]
         if not picks:
             return out

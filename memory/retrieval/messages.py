@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from memory.embed.local import blob_to_vector, vector_to_blob
+from memory.embed.base import blob_to_vector, vector_to_blob
 from memory.models import Hit, ScoreParts, StoredMessage
 from memory.retrieval.context import Mode, QueryVector, RetrieverBase
 from memory.retrieval.query import QueryPlan

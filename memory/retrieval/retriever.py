@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from memory.embed.local import blob_to_vector, vector_to_blob
+from memory.embed.base import blob_to_vector, vector_to_blob
 from memory.models import LORE_SUBJECT, Fact, Hit, PromptSlice, ScoreParts, SearchScope
 from memory.retrieval.context import Mode, QueryVector, RetrievalTuning, log
 from memory.retrieval.messages import MessageSearch

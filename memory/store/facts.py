@@ -97,7 +97,9 @@ def upsert_fact(
             ),
         )
         fact_id = int(cur.lastrowid)
-        add_history(con, guild_id, fact_id, subject, "add", None, fact, actor, source_message_id)
+        add_history(
+            con, guild_id, fact_id, subject, "add", None, fact, actor, source_message_id, now=now
+        )
         return UpsertResult(get_fact(con, guild_id, fact_id), "add", True)  # type: ignore[arg-type]
     prev = row_to_fact(old)
     con.execute(
@@ -110,7 +112,17 @@ def upsert_fact(
         index_fact_vector_if_present(con, prev.id)
     reason = "re-activated" if not prev.is_active else None
     add_history(
-        con, guild_id, prev.id, subject, "update", prev.fact, fact, actor, source_message_id, reason
+        con,
+        guild_id,
+        prev.id,
+        subject,
+        "update",
+        prev.fact,
+        fact,
+        actor,
+        source_message_id,
+        reason,
+        now=now,
     )
     changed = prev.evidence_text != evidence or prev.fact_type != fact_type
     return UpsertResult(get_fact(con, guild_id, prev.id), "update", changed)  # type: ignore[arg-type]
@@ -127,12 +139,12 @@ def add_history(
     actor: str,
     source_message_id: str | None = None,
     reason: str | None = None,
-    now: str | None = None,
+    *,
+    now: str,
 ) -> None:
     con.execute(
         "INSERT INTO fact_history (guild_id, fact_id, subject, event, old_text, new_text, actor, "
-        "source_message_id, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "coalesce(?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))",
+        "source_message_id, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             guild_id,
             fact_id,

@@ -165,10 +165,20 @@ def action_log(
     ]
 
 
-def prune_action_log(con: Any, keep: int) -> int:
+def prune_action_log(con: Any, *, older_than: str | None, keep_rows: int, limit: int) -> int:
+    """Delete at most ``limit`` of the oldest rows that are older than ``older_than``
+    (ISO time; None: no age limit) or beyond the newest ``keep_rows`` (0: no cap)."""
+    cutoff_id = 0
+    if keep_rows > 0:
+        row = con.execute(
+            "SELECT id FROM action_log ORDER BY id DESC LIMIT 1 OFFSET ?", (keep_rows,)
+        ).fetchone()
+        cutoff_id = int(row["id"]) if row else 0
     return int(
         con.execute(
-            "DELETE FROM action_log WHERE id <= (SELECT max(id) FROM action_log) - ?", (keep,)
+            "DELETE FROM action_log WHERE id IN (SELECT id FROM action_log "
+            "WHERE id <= ? OR created_at < ? ORDER BY id LIMIT ?)",
+            (cutoff_id, older_than or "", limit),
         ).rowcount
     )
 
