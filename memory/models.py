@@ -7,7 +7,7 @@ Rows become these dataclasses at the store boundary; nothing outside
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 LORE_SUBJECT = "__lore__"
 
@@ -74,6 +74,14 @@ class Fact:
     is_active: bool
     created_at: str
     updated_at: str
+
+
+class Remembered(NamedTuple):
+    """What ``Memory.remember_line`` stored: the fact, and "add" (new) or "update"
+    (already known). A (fact, event) pair, as ``Memory.traces.record`` takes it."""
+
+    fact: Fact
+    event: str
 
 
 @dataclass(frozen=True)

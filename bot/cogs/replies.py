@@ -23,9 +23,7 @@ from discord.ext import commands
 
 from bot.client import SAFE_MENTIONS, GuildloreBot
 from bot.convert import INGESTED_TYPES, author_name, reply_visibility
-from memory.errors import LLMError
-from memory.llm import parse_json_object
-from memory.models import Fact, Hit, PromptSlice
+from memory import Fact, Hit, LLMError, PromptSlice, parse_json_object
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +245,7 @@ class Replies(commands.Cog):
         if message.type not in INGESTED_TYPES:
             return
         try:
-            settings = await self.bot.memory.guild_settings(str(message.guild.id))
+            settings = await self.bot.memory.guilds.settings(str(message.guild.id))
             if not self.addressed(message, settings.reply_mode):
                 return
         except Exception:
@@ -299,7 +297,7 @@ class Replies(commands.Cog):
         sent = await self._send(message, result.text)
         if result.traced and (result.retrieved or result.stored):
             try:
-                await self.bot.memory.record_traces(
+                await self.bot.memory.traces.record(
                     gid,
                     str(message.channel.id),
                     str(message.id),
@@ -396,11 +394,11 @@ class Replies(commands.Cog):
             raise MalformedReply("no reply text after the memory lookup")
         stored: list[tuple[Fact, str]] = []
         for line in lines[:2]:
-            fact = await memory.remember_line(
+            remembered = await memory.remember_line(
                 gid, line, source_text=query, channel_id=cid, source_message_id=str(message.id)
             )
-            if fact is not None:
-                stored.append((fact, "add" if fact.created_at == fact.updated_at else "update"))
+            if remembered is not None:
+                stored.append(remembered)
             else:
                 log.info("memoryLine refused by the guards: %r", line[:80])
         return ReplyResult(text, retrieved, stored)
@@ -440,7 +438,7 @@ class Replies(commands.Cog):
     ) -> None:
         log.warning("%s for message %s: %s", what, message.id, exc)
         try:
-            await self.bot.memory.log_action(
+            await self.bot.memory.admin.log_action(
                 "bot_error",
                 f"{what}: {str(exc)[:300]}",
                 guild_id=gid,

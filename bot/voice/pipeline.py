@@ -30,8 +30,7 @@ from bot.voice.segmenter import SpeakerSegmenter
 from bot.voice.stt import Transcriber
 from bot.voice.types import FRAME_BYTES, Segment, VoiceSettings
 from bot.voice.vad import FrameVad, WebRtcVad
-from memory.clock import Clock, iso, system_clock
-from memory.models import IncomingMessage
+from memory import Clock, IncomingMessage, iso, system_clock
 
 log = logging.getLogger(__name__)
 
