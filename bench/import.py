@@ -4,11 +4,11 @@
 
 The headline number is messages/s importing the real export (default: the
 Vesuvius #papyrology DCE export in tests/data) into a fresh data dir through the
-same code as ``guildlore import`` (``bot.commands.import_.import_files``):
+same code as ``guildlore import`` (``memory.import_files``):
 rule extractor, local MiniLM embeddings, journal, facts and vectors, timed
 in two stages: "ready" — every message processed (journal, facts, FTS) and
 every fact embedded — and "all" — every message embedded as well (the import
-embeds message vectors after the facts; see ``bot.commands.import_``).
+embeds message vectors after the facts; see ``memory.importer.session``).
 Target: ≥ 300 messages/s on the project's 2-core machine; both are reported.
 
 The breakdown runs the same import with embeddings off (everything but the
@@ -45,10 +45,7 @@ TARGET_MSG_S = 300.0
 
 
 async def _import_once(export: Path, embeddings: str) -> dict[str, Any]:
-    from bot.commands.import_ import import_files
-    from memory.config import EmbeddingConfig, MemoryConfig
-    from memory.engine import Memory
-    from memory.extract.rules.extractor import RuleExtractor
+    from memory import EmbeddingConfig, Memory, MemoryConfig, RuleExtractor, import_files
 
     data = Path(tempfile.mkdtemp(prefix="guildlore-bench-import-"))
     try:
@@ -61,7 +58,7 @@ async def _import_once(export: Path, embeddings: str) -> dict[str, Any]:
             cpu0 = time.process_time()
             report = await import_files(memory, [export])
             cpu_s = time.process_time() - cpu0
-            counters = memory.counters()
+            counters = memory.admin.counters()
         finally:
             await memory.close()
         assert report.settled and not report.errors, report.as_dict()

@@ -142,7 +142,7 @@ async def burst(n: int, data_dir: Path, export: Path) -> dict[str, Any]:
     # And the guild's settings: on a cold cache each of the first few thousand
     # messages of the burst reads them (nothing coalesces concurrent misses)
     # before it is even persisted — a start-up effect, not the steady state.
-    await mem.guild_settings(GUILD)
+    await mem.guilds.settings(GUILD)
     acks: list[float] = []
 
     async def one(i: int) -> None:
@@ -164,17 +164,17 @@ async def burst(n: int, data_dir: Path, export: Path) -> dict[str, Any]:
     while running:
         await asyncio.gather(*running)
     submit_s = time.perf_counter() - started
-    counters = mem.counters()
+    counters = mem.admin.counters()
     # Dropped messages are replayed once the burst has passed: wait for all.
     deadline = time.perf_counter() + 900
     # A poll: "all processed" spans the queue and the replay of dropped rows.
-    while mem.counters()["ingest_processed"] < n and time.perf_counter() < deadline:  # noqa: ASYNC110
+    while mem.admin.counters()["ingest_processed"] < n and time.perf_counter() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(0.05)
     queue_ok = await mem.drain(max(0.1, deadline - time.perf_counter()))
     processed_s = time.perf_counter() - started
     embed_ok = await mem.settle(900)
     done_s = time.perf_counter() - started
-    counters_end = mem.counters()
+    counters_end = mem.admin.counters()
     cpu_s = time.process_time() - cpu0
     await mem.close()
     return {
@@ -208,7 +208,7 @@ async def sustained(
         )
         mem = await Memory.open(cfg, extractor=extractor)
         await mem.embeddings.warm_up(GUILD)
-        await mem.guild_settings(GUILD)
+        await mem.guilds.settings(GUILD)
         max_depth = 0
         acks: list[float] = []
         latencies: list[float] = []  # ack → processed, seconds
@@ -232,15 +232,15 @@ async def sustained(
                 out.done.add_done_callback(finished(t1))
                 i += 1
             if processed_at_warmup is None and elapsed >= WARMUP_S:
-                processed_at_warmup = mem.counters()["ingest_processed"]
+                processed_at_warmup = mem.admin.counters()["ingest_processed"]
             max_depth = max(max_depth, mem.queue.depth)
             await asyncio.sleep(0.01)
         sent_s = time.perf_counter() - started
-        c_window = mem.counters()
+        c_window = mem.admin.counters()
         await mem.drain(120)
         drained_s = time.perf_counter() - started - sent_s
         await mem.settle(300)
-        c = mem.counters()
+        c = mem.admin.counters()
         chat_calls = len(fake.chat_requests())
         max_in_flight = fake.max_in_flight
         await mem.close()

@@ -14,8 +14,7 @@ import discord
 from discord.ext import commands
 
 from bot.settings import ReplyConfig
-from memory.engine import Memory
-from memory.llm import ChatModel
+from memory import ChatModel, Memory
 
 if TYPE_CHECKING:  # the voice stack loads only where it is used
     from bot.voice.service import VoiceManager
@@ -108,7 +107,9 @@ class GuildloreBot(commands.Bot):
             str(c.id): c.name for c in guild.channels if not isinstance(c, discord.CategoryChannel)
         }
         try:
-            await self.memory.set_names(str(guild.id), guild_name=guild.name, channels=channels)
+            await self.memory.guilds.set_names(
+                str(guild.id), guild_name=guild.name, channels=channels
+            )
         except Exception:  # names are cosmetic; never let them stop the bot
             log.exception("could not record names of guild %s", guild.id)
 

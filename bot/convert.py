@@ -8,9 +8,7 @@ from typing import Any
 
 import discord
 
-from memory import ReplyRequest
-from memory.clock import iso
-from memory.models import IncomingMessage
+from memory import IncomingMessage, ReplyRequest, iso
 
 # Chat messages worth remembering; joins, pins, boosts and the like are not.
 INGESTED_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})

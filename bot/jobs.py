@@ -30,7 +30,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from memory.engine import Memory
+from memory import Memory
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class Jobs:
             except Exception as exc:
                 log.exception("job %s failed", name)
                 with contextlib.suppress(Exception):
-                    await self.memory.log_action(
+                    await self.memory.admin.log_action(
                         "bot_error",
                         f"job_error: {name}: {str(exc)[:200]}",
                         detail={"job": name, "error": type(exc).__name__},
@@ -132,15 +132,15 @@ class Jobs:
 
     # -- job bodies (thin: the engine does the work) -------------------------------------------
     async def refresh_snapshot(self) -> None:
-        await self.memory.snapshot.refresh_now()
+        await self.memory.write_snapshot()
 
     async def reindex(self) -> None:
-        totals = await self.memory.reindex()
-        if any(totals.values()):
-            log.info("re-index embedded %s", totals)
+        report = await self.memory.admin.reindex()
+        if report.facts or report.messages:
+            log.info("re-index embedded %d facts, %d messages", report.facts, report.messages)
 
     async def prune_action_log(self) -> None:
-        deleted = await self.memory.prune_action_log()
+        deleted = await self.memory.admin.prune_action_log()
         if deleted:
             log.info("pruned %d action log rows", deleted)
 
@@ -149,12 +149,12 @@ class Jobs:
         problem = await asyncio.to_thread(_writable_problem, folder)
         if problem is not None:
             log.error("journal folder %s is not writable: %s", folder, problem)
-            await self.memory.log_action(
+            await self.memory.admin.log_action(
                 "bot_error",
                 f"memory_daily_log_write: journal folder not writable: {problem}",
                 detail={"error": "memory_daily_log_write", "path": str(folder)},
             )
-        await self.memory.snapshot.refresh_now()
+        await self.memory.write_snapshot()
 
 
 def _writable_problem(folder: Any) -> str | None:

@@ -1,12 +1,15 @@
 """The composition root: one event loop, every lifecycle, in order.
 
-Start-up: settings (validated by the caller) → openai client → Memory →
-dashboard (``web.AppRunner`` on this loop) → scheduled jobs → ``bot.start``.
-Shutdown on SIGINT/SIGTERM, in this order (SPEC §7): stop intake (the bot
-stops taking messages and finishes replies in progress, then disconnects),
+Start-up: settings (validated by the caller) → openai clients → Memory →
+dashboard (``web.AppRunner`` on this loop) → scheduled jobs → voice →
+``bot.start``. Each resource is entered on one ``AsyncExitStack`` as it opens,
+so one that fails to open closes everything opened before it. Shutdown on
+SIGINT/SIGTERM runs the stack backwards: stop intake (the bot stops taking
+messages and finishes replies in progress, then disconnects), close voice,
 drain the ingest queue, stop the jobs, close the dashboard, close the engine
-and its database. Anything accepted but not processed in time stays in the
-``messages`` inbox and is replayed at the next start, so nothing is lost.
+and its database, close the clients. Anything accepted but not processed in
+time stays in the ``messages`` inbox and is replayed at the next start, so
+nothing is lost.
 
 Test hook — ``GUILDLORE_FAKE_GATEWAY=1`` (test-only, never for production):
 instead of connecting to Discord the process reads JSON lines from stdin, one
@@ -34,10 +37,7 @@ import discord
 from bot.client import GuildloreBot, make_intents
 from bot.jobs import Jobs
 from bot.settings import Settings
-from memory.clock import iso, system_clock
-from memory.engine import Memory
-from memory.llm import ChatModel, make_openai_client
-from memory.models import IncomingMessage
+from memory import Clients, IncomingMessage, Memory, build_clients, iso, system_clock
 
 if TYPE_CHECKING:
     from bot.voice.service import VoiceManager
@@ -77,21 +77,18 @@ guildlore run: Discord rejected the token in DISCORD_TOKEN. Copy a fresh one
 from the Developer Portal (Bot → Reset Token) and set it again."""
 
 DashboardStarter = Callable[[Memory, Settings], Awaitable[Any]]
+ClientsFactory = Callable[[Settings], Clients]
 
 
-def _build_clients(settings: Settings) -> tuple[Any, ChatModel | None, Any]:
-    """(openai client or None, chat model or None, extractor or None for the rules)."""
-    llm = settings.llm_config()
-    if not llm.enabled:
-        return None, None, None
-    client = make_openai_client(llm)
-    chat = ChatModel(client, llm.chat_model, timeout_s=llm.timeout_s)
-    extractor = None
-    if settings.use_llm_extractor:
-        from memory.extract.llm import LLMExtractor
-
-        extractor = LLMExtractor(client, llm.extract_model or llm.chat_model, llm.timeout_s)
-    return client, chat, extractor
+def settings_clients(settings: Settings) -> Clients:
+    """The process's OpenAI-compatible clients: chat, LLM extraction, embeddings
+    and, when voice goes to a speech-to-text endpoint, transcription."""
+    remote_stt = settings.voice_enabled and settings.voice_stt != "local"
+    return build_clients(
+        settings.llm_config(),
+        use_llm_extractor=settings.use_llm_extractor,
+        transcription=settings.voice_stt_config() if remote_stt else None,
+    )
 
 
 @dataclass
@@ -101,7 +98,6 @@ class VoiceSetup:
     manager: VoiceManager | None
     reason: str = ""
     transcriber: Any = None
-    owned_client: Any = None  # an openai client made only for transcription
 
     async def aclose(self) -> None:
         if self.manager is not None:  # normally already closed by the voice cog's unload
@@ -110,41 +106,35 @@ class VoiceSetup:
         if self.transcriber is not None:
             with contextlib.suppress(Exception):
                 await self.transcriber.aclose()
-        if self.owned_client is not None:
-            with contextlib.suppress(Exception):
-                await self.owned_client.close()
 
 
-def build_transcriber(settings: Settings, llm_client: Any) -> tuple[Transcriber | None, Any, str]:
-    """(transcriber, the openai client made for it or None, why there is none)."""
+def build_transcriber(settings: Settings, clients: Clients) -> tuple[Transcriber | None, str]:
+    """(transcriber, why there is none)."""
     if settings.voice_stt == "local":
         from bot.voice.stt import FasterWhisperTranscriber
 
         stt = FasterWhisperTranscriber(
             settings.voice_local_model_path, language=settings.voice_language or "en"
         )
-        return stt, None, ""
+        return stt, ""
     from bot.voice.stt import OpenAITranscriber
 
-    cfg = settings.voice_stt_config()
-    if not cfg.enabled:
+    if clients.transcription is None:
         return (
-            None,
             None,
             "no speech-to-text is configured (set OPENAI_API_KEY or voice.stt_base_url, or "
             'voice.stt = "local" with the local-stt extra)',
         )
-    owned = None
-    client = llm_client
-    if settings.voice_stt_base_url or client is None:
-        client = owned = make_openai_client(cfg)
-    return OpenAITranscriber(client, settings.voice_stt_model, settings.voice_language), owned, ""
+    return (
+        OpenAITranscriber(clients.transcription, settings.voice_stt_model, settings.voice_language),
+        "",
+    )
 
 
-def build_voice(settings: Settings, memory: Memory, llm_client: Any) -> VoiceSetup:
+def build_voice(settings: Settings, memory: Memory, clients: Clients) -> VoiceSetup:
     if not settings.voice_enabled:
         return VoiceSetup(None, "voice transcription is turned off (voice.enabled = false)")
-    stt, owned, reason = build_transcriber(settings, llm_client)
+    stt, reason = build_transcriber(settings, clients)
     if stt is None:
         return VoiceSetup(None, reason)
     from bot.voice.service import VoiceManager, memory_consent_store, voice_error_log
@@ -157,7 +147,7 @@ def build_voice(settings: Settings, memory: Memory, llm_client: Any) -> VoiceSet
         save_opt_out=save,
         report_error=voice_error_log(memory),
     )
-    return VoiceSetup(manager, transcriber=stt, owned_client=owned)
+    return VoiceSetup(manager, transcriber=stt)
 
 
 async def _start_dashboard(memory: Memory, settings: Settings) -> Any:
@@ -174,34 +164,32 @@ async def main(
     *,
     fake_gateway: bool = False,
     dashboard_starter: DashboardStarter | None = None,
+    clients_factory: ClientsFactory = settings_clients,
 ) -> int:
     """Run until a signal (or the gateway ends); returns the process exit code."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     _install_signal_handlers(loop, stop)
-
-    client, chat, extractor = _build_clients(settings)
-    memory = await Memory.open(
-        settings.memory_config(),
-        extractor=extractor,
-        embedding_client=client,
-        env_embedding_model=settings.embedding_default_model,
-        clock=system_clock,
-    )
-    log.info(
-        "memory open: %s (journal %s); chat %s; extraction %s",
-        settings.resolved_db_path,
-        settings.resolved_journal_dir,
-        settings.llm_chat_model if chat else "off (no LLM configured)",
-        "LLM" if extractor is not None else "offline rules",
-    )
-    dashboard: Any = None
-    jobs: Jobs | None = None
-    voice = VoiceSetup(None)
-    code = 0
-    try:
-        voice = build_voice(settings, memory, client)
-        log.info("voice: %s", voice.reason or f"{voice.transcriber.name}, on /voice join")
+    timeout = settings.ingest_drain_timeout_s
+    async with contextlib.AsyncExitStack() as stack:
+        stack.callback(log.info, "stopped")
+        clients = clients_factory(settings)
+        stack.push_async_callback(clients.aclose)
+        memory = await Memory.open(
+            settings.memory_config(),
+            extractor=clients.extractor,
+            embedding_client=clients.openai,
+            env_embedding_model=settings.embedding_default_model,
+            clock=system_clock,
+        )
+        stack.push_async_callback(memory.close, timeout)
+        log.info(
+            "memory open: %s (journal %s); chat %s; extraction %s",
+            settings.resolved_db_path,
+            settings.resolved_journal_dir,
+            settings.llm_chat_model if clients.chat else "off (no LLM configured)",
+            "LLM" if clients.extractor is not None else "offline rules",
+        )
         try:
             dashboard = await (dashboard_starter or _start_dashboard)(memory, settings)
         except OSError as exc:  # port in use, address not available
@@ -212,6 +200,8 @@ async def main(
                 file=sys.stderr,
             )
             return 1
+        if dashboard is not None:
+            stack.push_async_callback(_quietly, dashboard.cleanup)
         jobs = Jobs(
             memory,
             timezone=settings.timezone,
@@ -219,9 +209,16 @@ async def main(
             reindex_interval_min=settings.jobs_reindex_interval_min,
         )
         jobs.start()
+        stack.push_async_callback(jobs.stop)
+        stack.push_async_callback(_drain, memory, timeout)
+        # Closed before the drain: bot.close() unloads the voice cog, which
+        # closes the sessions; their last transcripts go into the queue drained next.
+        voice = build_voice(settings, memory, clients)
+        stack.push_async_callback(voice.aclose)
+        log.info("voice: %s", voice.reason or f"{voice.transcriber.name}, on /voice join")
         bot = GuildloreBot(
             memory=memory,
-            chat=chat,
+            chat=clients.chat,
             reply_config=settings.reply_config(),
             intents=make_intents(settings.discord_message_content),
             sync_commands=settings.discord_sync_commands,
@@ -229,43 +226,45 @@ async def main(
             voice=voice.manager,
             voice_unavailable=voice.reason or "voice transcription is not configured",
         )
-        async with bot:
-            if fake_gateway:
-                gateway = asyncio.create_task(_fake_gateway(memory, bot), name="fake-gateway")
-            else:
-                assert settings.discord_token, "checked by the run command"
-                gateway = asyncio.create_task(bot.start(settings.discord_token), name="gateway")
-            stopper = asyncio.create_task(stop.wait(), name="stop-signal")
-            await asyncio.wait({gateway, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            stopper.cancel()
-            if gateway.done():
-                code = _gateway_outcome(gateway)
-            log.info("shutting down: stopping intake")
-            if not await bot.quiesce(QUIESCE_TIMEOUT_S):
-                log.warning("some replies were still running at shutdown")
-            await bot.close()
-            if not gateway.done():
-                gateway.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await gateway
-    finally:
-        # bot.close() unloaded the voice cog, which closed the sessions; their
-        # last transcripts are in the ingest queue that is drained next.
-        await voice.aclose()
-        timeout = settings.ingest_drain_timeout_s
-        drained = await memory.drain(timeout)
-        log.info("ingest queue %s", "drained" if drained else "not drained (replayed next start)")
-        if jobs is not None:
-            await jobs.stop()
-        if dashboard is not None:
-            with contextlib.suppress(Exception):
-                await dashboard.cleanup()
-        await memory.close(drain_timeout=timeout)
-        if client is not None:
-            with contextlib.suppress(Exception):
-                await client.close()
-        log.info("stopped")
+        code = await _serve(bot, memory, settings, stop, fake_gateway)
     return code
+
+
+async def _serve(
+    bot: GuildloreBot, memory: Memory, settings: Settings, stop: asyncio.Event, fake: bool
+) -> int:
+    """Connect (or read the fake gateway) until the gateway ends or ``stop`` is set."""
+    code = 0
+    async with bot:
+        if fake:
+            gateway = asyncio.create_task(_fake_gateway(memory, bot), name="fake-gateway")
+        else:
+            assert settings.discord_token, "checked by the run command"
+            gateway = asyncio.create_task(bot.start(settings.discord_token), name="gateway")
+        stopper = asyncio.create_task(stop.wait(), name="stop-signal")
+        await asyncio.wait({gateway, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if gateway.done():
+            code = _gateway_outcome(gateway)
+        log.info("shutting down: stopping intake")
+        if not await bot.quiesce(QUIESCE_TIMEOUT_S):
+            log.warning("some replies were still running at shutdown")
+        await bot.close()
+        if not gateway.done():
+            gateway.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await gateway
+    return code
+
+
+async def _drain(memory: Memory, timeout: float) -> None:
+    drained = await memory.drain(timeout)
+    log.info("ingest queue %s", "drained" if drained else "not drained (replayed next start)")
+
+
+async def _quietly(close: Callable[[], Awaitable[Any]]) -> None:
+    with contextlib.suppress(Exception):
+        await close()
 
 
 def _gateway_outcome(task: asyncio.Task[Any]) -> int:

@@ -32,7 +32,7 @@ from bot.settings_schema import (
     Settings,
 )
 from dashboard.config import is_loopback
-from memory.errors import MemoryError_
+from memory import GuildloreError
 
 __all__ = [
     "CONFIG_ENV",
@@ -258,7 +258,7 @@ def _cross_checks(s: Settings) -> list[str]:
         else:
             try:
                 s.dashboard_config()
-            except MemoryError_ as exc:
+            except GuildloreError as exc:
                 problems.append(f"dashboard: {exc}")
     llm = s.llm_config()
     if s.llm_extractor == "llm" and not llm.enabled:

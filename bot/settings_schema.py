@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dashboard.config import DashboardConfig
-from memory.config import (
+from memory import (
     ActionLogConfig,
     EmbeddingConfig,
     IngestConfig,

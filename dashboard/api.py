@@ -11,8 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from memory.guild_settings import BY_KEY
-from memory.models import FACT_TYPES
+from memory import FACT_TYPES, GUILD_SETTINGS_BY_KEY
 
 from . import context, params, render, security
 from .keys import CONFIG
@@ -42,7 +41,7 @@ async def guilds(request: web.Request) -> web.Response:
 async def members(request: web.Request) -> web.Response:
     guild = params.required_snowflake(request.match_info, "guild_id")
     mem = context.memory_of(request)
-    return render.json_ok({"guildId": guild, "members": await mem.members(guild)})
+    return render.json_ok({"guildId": guild, "members": await mem.guilds.members(guild)})
 
 
 async def list_facts(request: web.Request) -> web.Response:
@@ -95,7 +94,7 @@ async def patch_fact(request: web.Request) -> web.Response:
 
 async def delete_fact(request: web.Request) -> web.Response:
     guild, fact_id = _fact_target(request)
-    if not await context.memory_of(request).delete_fact(guild, fact_id, actor=context.OPERATOR):
+    if not await context.memory_of(request).facts.delete(guild, fact_id, actor=context.OPERATOR):
         raise params.not_found(f"fact {fact_id} not found in guild {guild}")
     return render.json_ok({"deleted": fact_id, "guildId": guild})
 
@@ -104,8 +103,8 @@ async def fact_history(request: web.Request) -> web.Response:
     """History outlives the fact: a deleted fact still shows its (content-free) audit rows."""
     guild, fact_id = _fact_target(request)
     mem = context.memory_of(request)
-    history = await mem.fact_history(guild, fact_id)
-    if not history and await mem.get_fact(guild, fact_id) is None:
+    history = await mem.facts.history(guild, fact_id)
+    if not history and await mem.facts.get(guild, fact_id) is None:
         raise params.not_found(f"fact {fact_id} not found in guild {guild}")
     return render.json_ok(
         {"guildId": guild, "factId": fact_id, "history": [history_json(h) for h in history]}
@@ -144,7 +143,7 @@ async def patch_settings(request: web.Request) -> web.Response:
         raise params.bad_request("nothing to change")
     checked: dict[str, str | None] = {}
     for key, value in body.items():
-        if key not in BY_KEY:
+        if key not in GUILD_SETTINGS_BY_KEY:
             raise params.bad_request(f"unknown setting {key[:40]!r}")
         if isinstance(value, bool):
             value = "true" if value else "false"
@@ -155,7 +154,7 @@ async def patch_settings(request: web.Request) -> web.Response:
         checked[key] = context.check_setting(key, None if value is None else str(value))
     mem = context.memory_of(request)
     for key, value in checked.items():
-        await mem.set_guild_setting(guild, key, value, actor=context.OPERATOR)
+        await mem.guilds.set_setting(guild, key, value, actor=context.OPERATOR)
     return render.json_ok(await context.settings_context(mem, guild))
 
 
@@ -164,7 +163,7 @@ async def metrics(request: web.Request) -> web.Response:
         raise params.not_found("metrics are disabled")
     mem = context.memory_of(request)
     ctx = await context.health_context(request)
-    text = render_metrics(mem.counters(), ctx, await mem.guilds())
+    text = render_metrics(mem.admin.counters(), ctx, await mem.guilds.overview())
     response = web.Response(text=text)
     response.headers["Content-Type"] = CONTENT_TYPE
     return response

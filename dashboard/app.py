@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from memory.engine import Memory
+from memory import Memory
 
 from .config import DashboardConfig
 from .keys import CONFIG, LOGIN_THROTTLE, MARKDOWN, MEMORY, RATES, SECRET, TEMPLATES
@@ -36,13 +36,13 @@ async def _rate_sampler(app: web.Application) -> AsyncIterator[None]:
     """Sample the ingest counters while the app runs, for the overview's rates."""
     meter = app[RATES]
     mem = app[MEMORY]
-    meter.sample(mem.counters())
+    meter.sample(mem.admin.counters())
 
     async def loop() -> None:
         while True:
             await asyncio.sleep(RATE_SAMPLE_S)
             try:
-                meter.sample(mem.counters())
+                meter.sample(mem.admin.counters())
             except Exception:  # a meter must never take the dashboard down
                 log.exception("dashboard: rate sampling failed")
 

@@ -12,11 +12,16 @@ from typing import Any, cast
 
 from aiohttp import web
 
-from memory.engine import Memory
-from memory.errors import InvalidInput
-from memory.guild_settings import BY_KEY, SETTINGS
-from memory.guild_settings import parse_value as parse_setting
-from memory.models import FACT_TYPES, Fact, SearchScope
+from memory import (
+    FACT_TYPES,
+    GUILD_SETTINGS,
+    GUILD_SETTINGS_BY_KEY,
+    Fact,
+    InvalidInput,
+    Memory,
+    SearchScope,
+    parse_guild_setting,
+)
 
 from . import params
 from .keys import CONFIG, MEMORY, RATES
@@ -54,13 +59,17 @@ def memory_of(request: web.Request) -> Memory:
 async def member_names(mem: Memory, guild_id: str | None) -> dict[str, str]:
     if not guild_id:
         return {}
-    return {str(m["user_id"]): str(m["display_name"]) for m in await mem.members(guild_id)}
+    return {str(m["user_id"]): str(m["display_name"]) for m in await mem.guilds.members(guild_id)}
 
 
 async def channel_names(mem: Memory, guild_id: str | None) -> dict[str, str]:
     if not guild_id:
         return {}
-    return {str(c["channel_id"]): str(c["name"]) for c in await mem.channels(guild_id) if c["name"]}
+    return {
+        str(c["channel_id"]): str(c["name"])
+        for c in await mem.guilds.channels(guild_id)
+        if c["name"]
+    }
 
 
 def guild_label(row: Mapping[str, Any]) -> str:
@@ -69,7 +78,7 @@ def guild_label(row: Mapping[str, Any]) -> str:
 
 async def guild_rows(mem: Memory) -> list[dict[str, Any]]:
     rows = []
-    for g in await mem.guilds():
+    for g in await mem.guilds.overview():
         rows.append({**g, "label": guild_label(g)})
     return rows
 
@@ -83,7 +92,7 @@ async def default_guild(mem: Memory, query: Mapping[str, Any], name: str = "guil
     asked = params.snowflake(query, name)
     if asked is not None:
         return asked
-    guilds = await mem.guilds()
+    guilds = await mem.guilds.overview()
     return str(guilds[0]["guild_id"]) if guilds else None
 
 
@@ -138,7 +147,7 @@ async def facts_context(request: web.Request, *, guild: str | None) -> dict[str,
     next_before: int | None = None
     if guild is not None:
         mem = memory_of(request)
-        rows = await mem.list_facts(
+        rows = await mem.facts.find(
             guild,
             subject=subject,
             fact_type=fact_type,
@@ -164,7 +173,7 @@ async def facts_context(request: web.Request, *, guild: str | None) -> dict[str,
 
 
 async def fact_or_404(mem: Memory, guild: str, fact_id: int) -> Fact:
-    fact = await mem.get_fact(guild, fact_id)
+    fact = await mem.facts.get(guild, fact_id)
     if fact is None:
         raise params.not_found(f"fact {fact_id} not found in guild {guild}")
     return fact
@@ -184,8 +193,8 @@ async def fact_detail_context(request: web.Request, guild: str, fact_id: int) ->
         "guildId": guild,
         "fact": fact_json(fact, names),
         "channel_name": channels.get(fact.channel_id or ""),
-        "history": [history_json(h) for h in await mem.fact_history(guild, fact_id)],
-        "traces": [trace_json(t) for t in await mem.traces_for_fact(guild, fact_id)],
+        "history": [history_json(h) for h in await mem.facts.history(guild, fact_id)],
+        "traces": [trace_json(t) for t in await mem.traces.for_fact(guild, fact_id)],
         "source_message": source,
         "fact_types": list(FACT_TYPES),
     }
@@ -205,10 +214,12 @@ async def change_fact(
         raise InvalidInput(f"fact text must be 4 to {MAX_FACT_CHARS} characters")
     fact = await fact_or_404(mem, guild, fact_id)
     if text is not None or fact_type is not None:
-        edited = await mem.edit_fact(guild, fact_id, text=text, fact_type=fact_type, actor=OPERATOR)
+        edited = await mem.facts.edit(
+            guild, fact_id, text=text, fact_type=fact_type, actor=OPERATOR
+        )
         fact = edited or fact
     if active is not None:
-        changed = await mem.set_fact_active(guild, fact_id, active, actor=OPERATOR)
+        changed = await mem.facts.set_active(guild, fact_id, active, actor=OPERATOR)
         fact = changed or fact
     return fact
 
@@ -248,7 +259,7 @@ async def traces_context(request: web.Request) -> dict[str, Any]:
     if message is not None:
         if guild is None:
             raise params.bad_request("guildId is required with messageId")
-        traces = [trace_json(t) for t in await mem.traces_for_message(guild, message)]
+        traces = [trace_json(t) for t in await mem.traces.for_message(guild, message)]
         found = await mem.get_message(guild, message)
         return {
             "guildId": guild,
@@ -257,7 +268,7 @@ async def traces_context(request: web.Request) -> dict[str, Any]:
             "traces": traces,
             "groups": [],
         }
-    traces = [trace_json(t) for t in await mem.recent_traces(guild, limit)]
+    traces = [trace_json(t) for t in await mem.traces.recent(guild, limit)]
     return {
         "guildId": guild,
         "messageId": None,
@@ -273,7 +284,7 @@ async def traces_context(request: web.Request) -> dict[str, Any]:
 async def health_context(request: web.Request) -> dict[str, Any]:
     """Row-count invariants, queue, drops, sqlite-vec and the embedding model."""
     mem = memory_of(request)
-    h = await mem.health()
+    h = await mem.admin.health()
     c = h.get("counters", {})
     sqlite = h.get("sqlite", {})
     return {
@@ -305,7 +316,7 @@ async def health_context(request: web.Request) -> dict[str, Any]:
 
 
 def ingest_rates(request: web.Request) -> dict[str, float | None]:
-    return request.app[RATES].rates(memory_of(request).counters())
+    return request.app[RATES].rates(memory_of(request).admin.counters())
 
 
 # -- activity ----------------------------------------------------------------------------------
@@ -318,7 +329,7 @@ async def activity_context(request: web.Request) -> dict[str, Any]:
     guild = params.snowflake(q, "guildId")
     before = params.cursor(q, "before")
     limit = params.integer(q, "limit", default=cfg.page_size, lo=1, hi=cfg.max_page_size)
-    rows = await memory_of(request).action_log(
+    rows = await memory_of(request).admin.action_log(
         kind=kind, guild_id=guild, before_id=before, limit=limit + 1
     )
     next_before = None
@@ -347,8 +358,8 @@ def _shown(value: Any) -> Any:
 
 def check_setting(key: str, value: str | None) -> str | None:
     """The engine's validation, plus: channel ids must be Discord ids."""
-    checked = parse_setting(key, value)
-    if checked is not None and BY_KEY[key].kind == "ids":
+    checked = parse_guild_setting(key, value)
+    if checked is not None and GUILD_SETTINGS_BY_KEY[key].kind == "ids":
         bad = [v for v in checked.split(",") if not params.is_snowflake(v)]
         if bad:
             raise InvalidInput(
@@ -362,9 +373,9 @@ async def settings_context(mem: Memory, guild: str | None) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     changes: list[dict[str, Any]] = []
     if guild is not None:
-        raw = await mem.raw_guild_settings(guild)
-        resolved = await mem.guild_settings(guild)
-        for spec in SETTINGS:
+        raw = await mem.guilds.raw_settings(guild)
+        resolved = await mem.guilds.settings(guild)
+        for spec in GUILD_SETTINGS:
             items.append(
                 {
                     "key": spec.key,
@@ -376,6 +387,6 @@ async def settings_context(mem: Memory, guild: str | None) -> dict[str, Any]:
                     "effective": _shown(getattr(resolved, spec.key, None)),
                 }
             )
-        log = await mem.action_log(kind="settings_change", guild_id=guild, limit=20)
+        log = await mem.admin.action_log(kind="settings_change", guild_id=guild, limit=20)
         changes = [action_json(a) for a in log]
     return {"guildId": guild, "settings": items, "changes": changes}

@@ -8,7 +8,7 @@ import jinja2
 from aiohttp import web
 from markdown_it import MarkdownIt
 
-from memory.engine import Memory
+from memory import Memory
 
 from .config import DashboardConfig
 from .rates import LoginThrottle, RateMeter

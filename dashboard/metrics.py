@@ -26,6 +26,11 @@ _COUNTERS: dict[str, tuple[str, str, str]] = {
     "extract_ms_avg": ("extract_latency_ms_avg", "gauge", "Mean extraction latency (ms)."),
     "facts_added": ("facts_added_total", "counter", "Facts added."),
     "facts_updated": ("facts_updated_total", "counter", "Facts updated."),
+    "guard_refused": (
+        "guard_refused_total",
+        "counter",
+        "Candidates the injection and secret checks refused.",
+    ),
     "candidates_rejected": (
         "candidates_rejected_total",
         "counter",

@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from yarl import URL
 
-from memory.errors import InvalidInput
+from memory import InvalidInput
 
 from . import render, security
 from .config import is_loopback

@@ -7,17 +7,13 @@ re-render the page with status 400.
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
 from markupsafe import Markup
 
-from memory.errors import InvalidInput
-from memory.journal import parse_line
-from memory.models import FACT_TYPES, LORE_SUBJECT
+from memory import FACT_TYPES, LORE_SUBJECT, InvalidInput
 
 from . import context, params, render, security
 from .keys import CONFIG, LOGIN_THROTTLE, MARKDOWN, SECRET
@@ -62,13 +58,13 @@ async def overview(request: web.Request) -> web.Response:
     mem = context.memory_of(request)
     guilds = await context.guild_rows(mem)
     for g in guilds[:10]:  # "who the bot knows most about", for the busiest guilds
-        members = await mem.members(str(g["guild_id"]))
+        members = await mem.guilds.members(str(g["guild_id"]))
         g["top_members"] = [m for m in members if m["facts"]][:6]
     for g in guilds[10:]:
         g["top_members"] = []
     ctx = {
         "guilds": guilds,
-        "counters": mem.counters(),
+        "counters": mem.admin.counters(),
         "rates": context.ingest_rates(request),
         "health": await context.health_context(request),
     }
@@ -87,21 +83,21 @@ async def guild_page(request: web.Request) -> web.Response:
     row = await _guild_row(request, guild)
     mem = context.memory_of(request)
     name_filter = (request.query.get("q") or "").strip().lower()[:100]
-    members = await mem.members(guild)
+    members = await mem.guilds.members(guild)
     if name_filter:
         members = [
             m
             for m in members
             if name_filter in str(m["display_name"]).lower() or name_filter in str(m["user_id"])
         ]
-    lore = await mem.list_facts(guild, subject=LORE_SUBJECT, active=True, limit=500)
+    lore = await mem.facts.find(guild, subject=LORE_SUBJECT, active=True, limit=500)
     ctx = {
         "guild": row,
         "filter": name_filter,
         "members": members[:MEMBERS_SHOWN],
         "members_total": len(members),
         "lore_count": len(lore),
-        "channels": await mem.channels(guild),
+        "channels": await mem.guilds.channels(guild),
     }
     return await render.page(request, "guild.html", _flash(request, ctx))
 
@@ -114,8 +110,8 @@ async def member_page(request: web.Request) -> web.Response:
     row = await _guild_row(request, guild)
     mem = context.memory_of(request)
     names = await context.member_names(mem, guild)
-    active = await mem.list_facts(guild, subject=user, active=True, limit=200)
-    archived = await mem.list_facts(guild, subject=user, active=False, limit=51)
+    active = await mem.facts.find(guild, subject=user, active=True, limit=200)
+    archived = await mem.facts.find(guild, subject=user, active=False, limit=51)
     if user != LORE_SUBJECT and user not in names and not active and not archived:
         raise params.not_found(f"member {user} is not known in this guild")
     facts = [fact_json(f, names) for f in active]
@@ -150,7 +146,7 @@ async def search_page(request: web.Request) -> web.Response:
         {
             "picked_guild": picked,
             "guilds": await context.guild_rows(mem),
-            "channels": await mem.channels(picked) if picked else [],
+            "channels": await mem.guilds.channels(picked) if picked else [],
             "scopes": list(context.SCOPES),
         }
     )
@@ -164,7 +160,7 @@ async def facts_page(request: web.Request) -> web.Response:
     mem = context.memory_of(request)
     guild = await context.default_guild(mem, request.query)
     ctx = await context.facts_context(request, guild=guild)
-    members = await mem.members(guild) if guild else []
+    members = await mem.guilds.members(guild) if guild else []
     ctx.update(
         {
             "guilds": await context.guild_rows(mem),
@@ -192,7 +188,7 @@ async def fact_post(request: web.Request) -> web.Response:
         if action == "delete":
             if form.get("confirm") != "yes":
                 raise InvalidInput("tick the box to confirm the deletion")
-            if not await mem.delete_fact(guild, fact_id, actor=context.OPERATOR):
+            if not await mem.facts.delete(guild, fact_id, actor=context.OPERATOR):
                 raise params.not_found(f"fact {fact_id} not found in guild {guild}")
             raise _go("/facts", guildId=guild, notice="deleted")
         if action in ("archive", "restore"):
@@ -230,20 +226,9 @@ async def snapshot_refresh(request: web.Request) -> web.Response:
 # -- journal ---------------------------------------------------------------------------------------------
 
 
-def _journal_files(paths: list[Path]) -> list[dict[str, Any]]:
-    out = []
-    for p in paths:
-        try:
-            size = p.stat().st_size
-        except OSError:
-            continue
-        out.append({"day": p.stem, "size": size})
-    return out
-
-
 async def journal_index(request: web.Request) -> web.Response:
-    journal = context.memory_of(request).journal
-    files = await asyncio.to_thread(lambda: _journal_files(journal.daily_files()))
+    days = await context.memory_of(request).journal_days()
+    files = [{"day": d.day, "size": d.size} for d in days]
     return await render.page(request, "journal.html", _flash(request, {"files": files}))
 
 
@@ -251,24 +236,21 @@ async def journal_day(request: web.Request) -> web.Response:
     day = request.match_info["day"]
     guild = params.snowflake(request.query, "guildId")
     page_no = params.integer(request.query, "page", default=1, lo=1, hi=100_000)
-    journal = context.memory_of(request).journal
-    text = await asyncio.to_thread(journal.read_day, day)
-    if not text:
+    found = await context.memory_of(request).journal_entries(day)
+    if found is None:
         raise params.not_found(f"no journal for {day}")
-    entries = []
-    for line in text.splitlines():
-        e = parse_line(line)
-        if e is not None and (guild is None or e.guild_id == guild):
-            entries.append(
-                {
-                    "time": e.time,
-                    "author_name": e.author_name,
-                    "author_id": e.author_id,
-                    "guild_id": e.guild_id,
-                    "channel_id": e.channel_id,
-                    "content": e.content,
-                }
-            )
+    entries = [
+        {
+            "time": e.time,
+            "author_name": e.author_name,
+            "author_id": e.author_id,
+            "guild_id": e.guild_id,
+            "channel_id": e.channel_id,
+            "content": e.content,
+        }
+        for e in found
+        if guild is None or e.guild_id == guild
+    ]
     start = (page_no - 1) * JOURNAL_PAGE_LINES
     pages = max(1, -(-len(entries) // JOURNAL_PAGE_LINES))
     ctx = {
@@ -323,7 +305,7 @@ async def settings_post(request: web.Request) -> web.Response:
         raise params.bad_request("key and value must be text")
     try:
         checked = context.check_setting(key, value)
-        await context.memory_of(request).set_guild_setting(
+        await context.memory_of(request).guilds.set_setting(
             guild, key, checked, actor=context.OPERATOR
         )
     except InvalidInput as exc:

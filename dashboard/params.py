@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from memory.models import FACT_TYPES, LORE_SUBJECT
+from memory import FACT_TYPES, LORE_SUBJECT
 
 # Discord snowflakes: ASCII digits only (``int()`` would also take "١٢٣").
 _SNOWFLAKE = re.compile(r"[0-9]{1,20}")

@@ -19,7 +19,7 @@ import jinja2
 from aiohttp import web
 from markdown_it import MarkdownIt
 
-from memory.clock import parse_iso
+from memory import parse_iso
 
 from . import security
 from .keys import AUTH_VIA, CONFIG, NEW_CSRF_NONCE, SECRET, TEMPLATES

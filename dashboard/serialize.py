@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from memory.models import (
+from memory import (
     LORE_SUBJECT,
     ActionLogEntry,
     Fact,

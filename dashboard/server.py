@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from memory.engine import Memory
+from memory import Memory
 
 from .app import create_app
 from .config import DashboardConfig

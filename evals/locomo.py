@@ -33,8 +33,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory.clock import iso
-from memory.models import Hit, IncomingMessage
+from memory import Hit, IncomingMessage, iso
 
 DEFAULT_K: tuple[int, ...] = (5, 10, 25, 50)
 CATEGORIES: tuple[str, ...] = ("1", "2", "3", "4", "5")
@@ -308,7 +307,7 @@ async def answer(
             if not q.evidence:
                 continue
             t0 = time.perf_counter()
-            hits = await memory.retriever.search(
+            hits = await memory.search(
                 conv.guild_id, q.question, limit=limit, scope="all", gate=gate
             )
             ms = (time.perf_counter() - t0) * 1000
@@ -325,9 +324,7 @@ async def run_benchmark(
     embedder: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], list[QuestionResult]]:
-    from memory.config import MemoryConfig
-    from memory.engine import Memory
-    from memory.extract.rules.extractor import RuleExtractor
+    from memory import Memory, MemoryConfig, RuleExtractor
 
     conversations = load(data)
     limit = max(ks)
@@ -344,8 +341,8 @@ async def run_benchmark(
             # Warm-up: load the vector matrices and the model session, so query
             # latency is the steady state rather than a cold start.
             for conv in conversations:
-                await memory.retriever.warm(conv.guild_id)
-                await memory.retriever.search(conv.guild_id, "warm up", limit=limit, scope="all")
+                await memory.warm_up(conv.guild_id)
+                await memory.search(conv.guild_id, "warm up", limit=limit, scope="all")
             results = await answer(memory, conversations, limit, gate=gate)
         finally:
             await memory.close()

@@ -1,82 +1,99 @@
 """guildlore's memory engine: a library with no framework imports.
 
-bot/ and dashboard/ use ``Memory`` (memory.service) and the value types below.
+This facade is the only door: bot/, dashboard/ and evals/ import
+``from memory import <name>`` for the names in ``__all__`` and nothing else
+(tests/test_architecture.py checks it). ``Memory`` is the engine; its
+operator side is ``memory.facts``, ``.traces``, ``.guilds`` and ``.admin``.
 """
 
+from memory.clients import Clients, build_clients
+from memory.clock import Clock, iso, parse_iso, system_clock
 from memory.config import (
+    ActionLogConfig,
     EmbeddingConfig,
     IngestConfig,
     LLMConfig,
     MemoryConfig,
-    RetrievalConfig,
     SnapshotConfig,
 )
 from memory.conversation import ReplyRequest, ReplyResult, compose_reply
-from memory.engine import Memory
-from memory.errors import (
-    ConfigError,
-    EmbeddingError,
-    ExtractionError,
-    ImportFormatError,
-    InvalidInput,
-    LLMError,
-    MalformedReply,
-    MemoryError_,
-    MigrationError,
-    StorageError,
+from memory.diagnostics import (
+    check_local_model,
+    database_status,
+    embedding_dims,
+    list_models,
 )
-from memory.guild_settings import GuildSettings
+from memory.embed.base import provider_default_model
+from memory.embed.local import LocalMiniLMEmbedder
+from memory.engine import Memory
+from memory.errors import ConfigError, GuildloreError, InvalidInput, LLMError
+from memory.extract.rules.extractor import RuleExtractor
+from memory.guild_settings import GUILD_SETTINGS, GUILD_SETTINGS_BY_KEY, parse_guild_setting
+from memory.importer.reader import iter_paths, read_header
+from memory.importer.session import ImportReport, ImportStop, import_files
+from memory.llm import ChatModel
 from memory.models import (
+    FACT_TYPES,
     LORE_SUBJECT,
     ActionLogEntry,
-    Candidate,
     Fact,
-    ForgetReport,
     HistoryEntry,
     Hit,
     IncomingMessage,
-    IngestOutcome,
-    PromptSlice,
-    Remembered,
-    ScoreParts,
+    SearchScope,
     StoredMessage,
     Trace,
 )
+from memory.store.sqlite import capabilities as sqlite_capabilities
+from memory.throttle import Throttle
 
 __all__ = [
+    "FACT_TYPES",
+    "GUILD_SETTINGS",
+    "GUILD_SETTINGS_BY_KEY",
     "LORE_SUBJECT",
+    "ActionLogConfig",
     "ActionLogEntry",
-    "Candidate",
+    "ChatModel",
+    "Clients",
+    "Clock",
     "ConfigError",
     "EmbeddingConfig",
-    "EmbeddingError",
-    "ExtractionError",
     "Fact",
-    "ForgetReport",
-    "GuildSettings",
+    "GuildloreError",
     "HistoryEntry",
     "Hit",
-    "ImportFormatError",
+    "ImportReport",
+    "ImportStop",
     "IncomingMessage",
     "IngestConfig",
-    "IngestOutcome",
     "InvalidInput",
     "LLMConfig",
     "LLMError",
-    "MalformedReply",
+    "LocalMiniLMEmbedder",
     "Memory",
     "MemoryConfig",
-    "MemoryError_",
-    "MigrationError",
-    "PromptSlice",
-    "Remembered",
     "ReplyRequest",
     "ReplyResult",
-    "RetrievalConfig",
-    "ScoreParts",
+    "RuleExtractor",
+    "SearchScope",
     "SnapshotConfig",
-    "StorageError",
     "StoredMessage",
+    "Throttle",
     "Trace",
+    "build_clients",
+    "check_local_model",
     "compose_reply",
+    "database_status",
+    "embedding_dims",
+    "import_files",
+    "iso",
+    "iter_paths",
+    "list_models",
+    "parse_guild_setting",
+    "parse_iso",
+    "provider_default_model",
+    "read_header",
+    "sqlite_capabilities",
+    "system_clock",
 ]

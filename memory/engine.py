@@ -2,7 +2,9 @@
 
 It owns the database, the ingest queue and its workers, the journal, the
 snapshot refresher and the embedding worker, and exposes ingest, retrieval,
-lore, forget and the operator operations as async methods.
+lore, forget, the snapshot and the journal as async methods. The operator's
+side is composed, one object per concern: ``facts``, ``traces``, ``guilds``
+and ``admin`` (memory/roles/).
 """
 
 from __future__ import annotations
@@ -12,25 +14,22 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from memory.clock import Clock, iso, system_clock
 from memory.config import MemoryConfig
 from memory.embed.base import Embedder
-from memory.embed.service import GUILD_MODEL_KEY, EmbeddingService
+from memory.embed.service import EmbeddingService
 from memory.errors import InvalidInput
 from memory.extract.base import Extractor
 from memory.extract.guards import normalise_lore_line
-from memory.guild_settings import GuildSettings
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue, Job
 from memory.ingest.validate import validate_message
-from memory.journal import Journal
+from memory.journal import Journal, JournalDay, JournalEntry
 from memory.models import (
     LORE_SUBJECT,
-    Fact,
     ForgetReport,
     Hit,
     IncomingMessage,
@@ -40,23 +39,20 @@ from memory.models import (
     SearchScope,
     StoredMessage,
 )
-from memory.operator import OperatorOps
-from memory.snapshot import GuildLore, PersonFacts, SnapshotRefresher, render_snapshot, write_atomic
+from memory.roles.admin import AdminOps, SearchStats
+from memory.roles.facts import FactOps
+from memory.roles.guilds import GuildOps
+from memory.roles.traces import TraceOps
+from memory.snapshot import SnapshotRefresher
+from memory.snapshot_file import SNAPSHOT_NAME, SnapshotFile
 from memory.store import facts as store
 from memory.store import ops as store_ops
 from memory.store.db import Database
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_NAME = "MEMORY.md"
 
-
-@dataclass(frozen=True)
-class ReplayReport:
-    queued: int
-
-
-class Memory(OperatorOps):
+class Memory:
     def __init__(
         self,
         config: MemoryConfig,
@@ -80,6 +76,7 @@ class Memory(OperatorOps):
             env_default=env_embedding_model,
             embedder=embedder,
         )
+        self.guilds = GuildOps(self.db, self.embeddings, clock)
         self.pipeline = BatchProcessor(
             db=self.db,
             journal=self.journal,
@@ -88,7 +85,7 @@ class Memory(OperatorOps):
             clock=clock,
             on_facts_changed=self.embeddings.schedule_facts,
             on_memory_changed=self._memory_changed,
-            guild_settings=self.guild_settings,
+            guild_settings=self.guilds.settings,
         )
         self.queue = IngestQueue(
             config.ingest,
@@ -96,7 +93,26 @@ class Memory(OperatorOps):
             process=self._process,
             on_drop=self._on_drop,
         )
-        self.snapshot = SnapshotRefresher(self._refresh_snapshot_file, config.snapshot.debounce_s)
+        self._snapshot_file = SnapshotFile(
+            self.db, self.journal, config.snapshot, config.journal_dir / SNAPSHOT_NAME, clock
+        )
+        self.snapshot = SnapshotRefresher(self._snapshot_file.write, config.snapshot.debounce_s)
+        self.rejected: dict[str, int] = {}
+        self._search_stats = SearchStats()
+        self.facts = FactOps(self.db, self.embeddings, self.snapshot, clock)
+        self.traces = TraceOps(self.db, clock)
+        self.admin = AdminOps(
+            db=self.db,
+            config=config,
+            clock=clock,
+            queue=self.queue,
+            pipeline=self.pipeline,
+            embeddings=self.embeddings,
+            snapshot=self.snapshot,
+            guilds=self.guilds,
+            search=self._search_stats,
+            rejected=self.rejected,
+        )
         self._retriever: Any = None
         self._replay_task: asyncio.Task[None] | None = None
         # Overflow catch-up has its own task and a "more drops" flag: a drop
@@ -105,12 +121,7 @@ class Memory(OperatorOps):
         self._catch_up_task: asyncio.Task[None] | None = None
         self._drops_pending = False
         self._started = False
-        self.rejected: dict[str, int] = {}
-        # Retrieval latency (search + prompt slices), for the dashboard and /metrics.
-        self._search_calls = 0
-        self._search_ms_total = 0.0
-        self._settings_cache: dict[str, GuildSettings] = {}
-        self._background: set[asyncio.Task[Any]] = set()
+        self._ingesting = False
 
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
@@ -124,6 +135,7 @@ class Memory(OperatorOps):
         env_embedding_model: str | None = None,
         embedder: Embedder | None = None,
         start: bool = True,
+        ingest: bool = True,
     ) -> Memory:
         if extractor is None:
             from memory.extract.rules.extractor import RuleExtractor
@@ -138,26 +150,45 @@ class Memory(OperatorOps):
             embedder=embedder,
         )
         if start:
-            await mem.start()
+            await mem.start(ingest=ingest)
         return mem
 
-    async def start(self) -> None:
+    async def start(self, *, ingest: bool = True) -> None:
+        """Open the database (migrated) with each guild's embedding model; with
+        ``ingest``, also the queue, the workers and the replay of unfinished messages.
+        Without, it takes no messages (CLI commands that run beside the bot)."""
         if self._started:
             return
         await self.db.open()
-        settings = await self.db.read(store_ops.all_guild_settings)
-        for gid, values in settings.items():
-            self.embeddings.set_guild_model(gid, values.get(GUILD_MODEL_KEY))
-        self.queue.start()
-        self.embeddings.start()
-        self._started = True
-        self._replay_task = asyncio.create_task(self._replay(), name="ingest-replay")
-        self.snapshot.request()
+        try:
+            await self.guilds.load_embedding_models()
+        except BaseException:
+            await self.db.close()
+            raise
+        self._started, self._ingesting = True, ingest
+        if ingest:
+            self.queue.start()
+            self.embeddings.start()
+            self._replay_task = asyncio.create_task(self._replay(), name="ingest-replay")
+            self.snapshot.request()
 
     async def close(self, drain_timeout: float | None = None) -> None:
         """Stop intake, drain the queue, stop jobs, write the snapshot, close the database."""
         if not self._started:
             return
+        if self._ingesting:
+            await self._stop_ingest(drain_timeout)
+        await self.embeddings.stop()
+        if self._retriever is not None:  # never built: nothing to drop
+            await self._retriever.close()
+        await self.snapshot.close()
+        if self._ingesting:
+            with contextlib.suppress(Exception):
+                await self._snapshot_file.write()
+        await self.db.close()
+        self._started = False
+
+    async def _stop_ingest(self, drain_timeout: float | None) -> None:
         self.queue.accepting = False
         for task in (self._replay_task, self._catch_up_task):
             if task is not None:
@@ -170,14 +201,6 @@ class Memory(OperatorOps):
             log.warning("ingest queue not drained at shutdown; the rest is replayed next start")
         await self.queue.stop()
         await self.embeddings.settle(timeout=max(0.1, timeout))
-        await self.embeddings.stop()
-        if self._retriever is not None:  # never built: nothing to drop
-            await self._retriever.close()
-        await self.snapshot.close()
-        with contextlib.suppress(Exception):
-            await self._refresh_snapshot_file()
-        await self.db.close()
-        self._started = False
 
     async def __aenter__(self) -> Memory:
         await self.start()
@@ -191,6 +214,8 @@ class Memory(OperatorOps):
         self, msg: IncomingMessage, *, backpressure: bool = False
     ) -> IngestOutcome:
         """Persist, then enqueue. Returns at once; ``outcome.wait()`` awaits processing."""
+        if not self._ingesting:
+            return self._reject(msg, "opened without ingest")
         if not self.queue.accepting:
             return self._reject(msg, "shutting down")
         try:
@@ -199,7 +224,7 @@ class Memory(OperatorOps):
             return self._reject(msg, str(exc))
         if clean.is_bot and not self.config.ingest.ingest_bot_messages:
             return self._reject(msg, "bot messages are not ingested (setting)")
-        gs = await self.guild_settings(clean.guild_id or "")
+        gs = await self.guilds.settings(clean.guild_id or "")
         if not gs.memory_enabled:
             return self._reject(msg, "memory is off for this guild (setting)")
         if clean.channel_id in gs.excluded_channels:
@@ -224,6 +249,11 @@ class Memory(OperatorOps):
         """Drain the queue and wait for the embeddings it caused (tests, import, demo)."""
         ok = await self.queue.drain(timeout)
         return await self.embeddings.settle(timeout) and ok
+
+    async def get_message(self, guild_id: str, message_id: str) -> StoredMessage | None:
+        """An ingested message with its processing status, or None."""
+        result: StoredMessage | None = await self.db.read(store.get_message, guild_id, message_id)
+        return result
 
     async def _persist(self, msgs: Sequence[IncomingMessage]) -> list[tuple[bool, str | None]]:
         now = iso(self.clock())
@@ -380,9 +410,11 @@ class Memory(OperatorOps):
         limit: int = 10,
         scope: SearchScope = "facts",
         visible_channels: set[str] | None = None,
+        gate: bool = True,
     ) -> list[Hit]:
-        """Strict hybrid search (SPEC §6). ``visible_channels`` hides facts and
-        messages from channels the asker cannot read (None: no restriction)."""
+        """Hybrid search. ``visible_channels`` hides facts and messages of channels the
+        asker cannot read (None: no restriction); ``gate=False`` returns every candidate
+        best first (benchmarks) instead of only those that pass the relevance gate."""
         started = time.perf_counter()
         result: list[Hit] = await self.retriever.search(
             guild_id,
@@ -391,13 +423,14 @@ class Memory(OperatorOps):
             limit=limit,
             scope=scope,
             visible_channels=visible_channels,
+            gate=gate,
         )
-        self._count_search(started)
+        self._search_stats.count(started)
         return result
 
-    def _count_search(self, started: float) -> None:
-        self._search_calls += 1
-        self._search_ms_total += (time.perf_counter() - started) * 1000
+    async def warm_up(self, guild_id: str) -> None:
+        """Load the guild's vectors now, so the first search is not a cold start."""
+        await self.retriever.warm(guild_id)
 
     async def build_prompt_slice(
         self,
@@ -419,53 +452,36 @@ class Memory(OperatorOps):
             visible_channels=visible_channels,
             exclude_message_ids=exclude_message_ids,
         )
-        self._count_search(started)
+        self._search_stats.count(started)
         return result
 
     # -- snapshot -------------------------------------------------------------------------------------
     @property
-    def snapshot_path(self) -> Any:
-        return self.config.journal_dir / SNAPSHOT_NAME
+    def snapshot_path(self) -> Path:
+        return self._snapshot_file.path
 
     async def refresh_snapshot(self) -> str:
-        await self._refresh_snapshot_file()
-        return await self.snapshot_markdown()
+        """Write MEMORY.md now and return it (errors are raised)."""
+        await self._snapshot_file.write()
+        return await self._snapshot_file.read()
+
+    async def write_snapshot(self) -> bool:
+        """Write MEMORY.md after any write in progress, as the debounced refresher
+        does (the scheduled job); False if it failed (logged and counted)."""
+        return await self.snapshot.refresh_now()
 
     async def snapshot_markdown(self) -> str:
-        def read() -> str:
-            try:
-                return self.snapshot_path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                return ""
+        return await self._snapshot_file.read()
 
-        text = await asyncio.to_thread(read)
-        if not text:
-            await self._refresh_snapshot_file()
-            text = await asyncio.to_thread(read)
-        return text
+    # -- journal ------------------------------------------------------------------------------------
+    async def journal_days(self) -> list[JournalDay]:
+        """The daily journal files, newest first."""
+        return await asyncio.to_thread(self.journal.days)
 
-    async def _refresh_snapshot_file(self) -> None:
-        cfg = self.config.snapshot
-        facts, names, guilds = await self.db.read(_snapshot_inputs, cfg.facts_per_person)
-        people: dict[tuple[str, str], list[Fact]] = {}
-        lore: dict[str, list[Fact]] = {}
-        for f in facts:
-            if f.subject == LORE_SUBJECT:
-                lore.setdefault(f.guild_id, []).append(f)
-            else:
-                people.setdefault((f.guild_id, f.subject), []).append(f)
-        person_list = [
-            PersonFacts(gid, guilds.get(gid), sid, names.get((gid, sid), sid), fs)
-            for (gid, sid), fs in people.items()
-        ]
-        lore_list = [GuildLore(gid, guilds.get(gid), fs) for gid, fs in lore.items()]
-        now: datetime = self.clock()
-
-        def render_and_write() -> None:
-            text = render_snapshot(person_list, lore_list, self.journal, cfg, now)
-            write_atomic(self.snapshot_path, text)
-
-        await asyncio.to_thread(render_and_write)
+    async def journal_entries(self, day: str) -> list[JournalEntry] | None:
+        """The message lines of one day (``YYYY-MM-DD``; InvalidInput otherwise);
+        None when that day has no journal."""
+        return await asyncio.to_thread(self.journal.entries_of_day, day)
 
 
 def _incoming(m: StoredMessage) -> IncomingMessage:
@@ -481,9 +497,3 @@ def _incoming(m: StoredMessage) -> IncomingMessage:
         is_bot=m.is_bot,
         reply_to_id=m.reply_to_id,
     )
-
-
-def _snapshot_inputs(
-    con: Any, per_subject: int
-) -> tuple[list[Fact], dict[tuple[str, str], str], dict[str, str | None]]:
-    return store.snapshot_facts(con, per_subject), store.display_names(con), store.guild_names(con)

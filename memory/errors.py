@@ -1,6 +1,6 @@
-"""One exception tree for the engine.
+"""One exception tree for the engine, and where the adapters' errors hang.
 
-MemoryError_
+GuildloreError
 ├── ConfigError          bad settings, refused at start-up
 ├── StorageError         SQLite / sqlite-vec trouble
 │   └── MigrationError
@@ -10,20 +10,27 @@ MemoryError_
 │   └── MalformedReply   the model answered, but with nothing usable
 ├── ImportFormatError    an export file that cannot be read (with position)
 └── InvalidInput         caller passed something we refuse (clear message)
+
+Outside the tree on purpose, because each is handled inside its own adapter
+and says nothing about the engine: ``bot.settings.SettingsError`` (every
+settings problem at once), ``bot.commands._common.CliError`` (a message and an
+exit status), ``bot.voice.service.VoiceJoinError`` (a voice channel that cannot
+be joined), ``dashboard.params.Problem`` (an HTTP status and message). A caller
+that only wants to know "the engine refused" catches ``GuildloreError``.
 """
 
 from __future__ import annotations
 
 
-class MemoryError_(Exception):
+class GuildloreError(Exception):
     """Base of every error the memory engine raises on purpose."""
 
 
-class ConfigError(MemoryError_):
+class ConfigError(GuildloreError):
     pass
 
 
-class StorageError(MemoryError_):
+class StorageError(GuildloreError):
     pass
 
 
@@ -31,15 +38,15 @@ class MigrationError(StorageError):
     pass
 
 
-class ExtractionError(MemoryError_):
+class ExtractionError(GuildloreError):
     pass
 
 
-class EmbeddingError(MemoryError_):
+class EmbeddingError(GuildloreError):
     pass
 
 
-class LLMError(MemoryError_):
+class LLMError(GuildloreError):
     pass
 
 
@@ -47,7 +54,7 @@ class MalformedReply(LLMError):
     """The model answered, but with nothing usable."""
 
 
-class ImportFormatError(MemoryError_):
+class ImportFormatError(GuildloreError):
     def __init__(self, message: str, *, path: str | None = None, position: int | None = None):
         where = ""
         if path is not None:
@@ -60,5 +67,5 @@ class ImportFormatError(MemoryError_):
         self.position = position
 
 
-class InvalidInput(MemoryError_):
+class InvalidInput(GuildloreError):
     pass

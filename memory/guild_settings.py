@@ -22,7 +22,7 @@ class SettingSpec:
     choices: tuple[str, ...] = ()
 
 
-SETTINGS: tuple[SettingSpec, ...] = (
+GUILD_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("memory_enabled", "bool", True, "Ingest and remember this guild's messages."),
     SettingSpec(
         "reply_mode",
@@ -42,7 +42,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("excluded_channels", "ids", (), "Channel ids whose messages are never ingested."),
     SettingSpec("ingest_bots", "bool", True, "Ingest messages of other bots."),
 )
-BY_KEY = {s.key: s for s in SETTINGS}
+GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,9 @@ class GuildSettings:
     ingest_bots: bool = True
 
 
-def parse_value(key: str, raw: str | None) -> str | None:
+def parse_guild_setting(key: str, raw: str | None) -> str | None:
     """Validate operator input; returns the stored text (None = back to default)."""
-    spec = BY_KEY.get(key)
+    spec = GUILD_SETTINGS_BY_KEY.get(key)
     if spec is None:
         raise InvalidInput(f"unknown setting {key!r}")
     if raw is None or str(raw).strip() == "":

@@ -63,6 +63,14 @@ class JournalEntry:
     content: str
 
 
+@dataclass(frozen=True)
+class JournalDay:
+    """One daily file: its day (``YYYY-MM-DD``) and size in bytes."""
+
+    day: str
+    size: int
+
+
 def clean_field(value: str) -> str:
     """Make text safe for one journal field: no ``|``, CR or LF."""
     return value.translate(_FIELD_BAD)
@@ -291,6 +299,24 @@ class Journal:
             if entry is not None:
                 entries.append(entry)
         return entries
+
+    def days(self) -> list[JournalDay]:
+        """Each daily file, newest first, with its size (one that vanished is left out)."""
+        out = []
+        for path in self.daily_files():
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
+            out.append(JournalDay(day=path.stem, size=size))
+        return out
+
+    def entries_of_day(self, day: date | str) -> list[JournalEntry] | None:
+        """The parsed message lines of one day; None when it has no (or an empty) file."""
+        text = self.read_day(day)
+        if not text:
+            return None
+        return [e for e in map(parse_line, text.splitlines()) if e is not None]
 
     def read_day(self, day: date | str) -> str:
         """The raw text of one day's file, or ``""`` if there is none."""

@@ -20,7 +20,7 @@ from typing import Any
 import openai
 
 from memory.config import LLMConfig
-from memory.errors import ConfigError, LLMError, MemoryError_
+from memory.errors import ConfigError, GuildloreError, LLMError
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ async def chat_completion(
     response_format: dict[str, Any] | None = None,
     timeout_s: float | None = None,
     max_tokens: int | None = None,
-    error: type[MemoryError_] = LLMError,
+    error: type[GuildloreError] = LLMError,
 ) -> str:
     """One chat completion; returns the reply text or raises ``error`` with the cause.
 

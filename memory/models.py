@@ -7,7 +7,7 @@ Rows become these dataclasses at the store boundary; nothing outside
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 LORE_SUBJECT = "__lore__"
 
@@ -76,6 +76,14 @@ class Fact:
     updated_at: str
 
 
+class Remembered(NamedTuple):
+    """What ``Memory.remember_line`` stored: the fact, and "add" (new) or "update"
+    (already known). A (fact, event) pair, as ``Memory.traces.record`` takes it."""
+
+    fact: Fact
+    event: Literal["add", "update"]
+
+
 @dataclass(frozen=True)
 class HistoryEntry:
     id: int
@@ -141,14 +149,6 @@ class Hit:
     score: float
     parts: ScoreParts
     author_name: str | None = None
-
-
-@dataclass(frozen=True)
-class Remembered:
-    """A lore line as stored: the fact, and whether it was new or already known."""
-
-    fact: Fact
-    event: Literal["add", "update"]
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ class Seeded:
     reply_to: str  # a message the "bot" answered, with traces
 
     async def fact_id(self, text_part: str, guild: str = GUILD) -> int:
-        for f in await self.mem.list_facts(guild, active=None, limit=500):
+        for f in await self.mem.facts.find(guild, active=None, limit=500):
             if text_part in f.fact:
                 return int(f.id)
         raise AssertionError(f"no fact containing {text_part!r}")
@@ -64,12 +64,12 @@ async def seed(make_memory: Any, **kw: Any) -> Seeded:
         ids.append(m.id)
         assert (await mem.ingest_message(m)).status == "queued"
     assert await mem.settle()
-    await mem.set_names(GUILD, guild_name=GUILD_NAME, channels={CHANNEL: "general"})
+    await mem.guilds.set_names(GUILD, guild_name=GUILD_NAME, channels={CHANNEL: "general"})
     question = msg("@bot where does Alice work?", author=BOB, name="Bob")
     assert await (await mem.ingest_message(question)).wait()
     hits = await mem.search(GUILD, "where does Alice work", channel_id=CHANNEL)
     assert hits, "the seeded history should answer this"
-    await mem.record_traces(GUILD, CHANNEL, question.id, retrieved=hits)
+    await mem.traces.record(GUILD, CHANNEL, question.id, retrieved=hits)
     assert await mem.remember_line(
         GUILD,
         "remember that the club anniversary is in March",

@@ -13,24 +13,24 @@ from tests.helpers import GUILD, OTHER_GUILD, ScriptedExtractor, echo_fact, msg
 
 
 async def _messages(mem: Any) -> list[str]:
-    return [e.message for e in reversed(await mem.action_log(limit=500))]
+    return [e.message for e in reversed(await mem.admin.action_log(limit=500))]
 
 
 async def test_prune_drops_rows_older_than_the_keep_days(make_memory: Any, clock: Any) -> None:
     mem = await make_memory(
         embeddings="none", clock=clock, action_log=ActionLogConfig(keep_days=7, max_rows=0)
     )
-    await mem.log_action("bot_error", "old one")
+    await mem.admin.log_action("bot_error", "old one")
     clock.advance(days=3)
-    await mem.log_action("bot_error", "old two")
+    await mem.admin.log_action("bot_error", "old two")
     clock.advance(days=5)
-    await mem.log_action("bot_error", "recent")
+    await mem.admin.log_action("bot_error", "recent")
     clock.advance(days=1)
     # "old one" is 9 days old, "old two" 6 days, "recent" 1 day.
-    assert await mem.prune_action_log() == 1
+    assert await mem.admin.prune_action_log() == 1
     assert await _messages(mem) == ["old two", "recent"]
     clock.advance(days=2)
-    assert await mem.prune_action_log() == 1
+    assert await mem.admin.prune_action_log() == 1
     assert await _messages(mem) == ["recent"]
 
 
@@ -39,10 +39,10 @@ async def test_prune_keeps_the_newest_rows_up_to_the_cap(make_memory: Any, clock
         embeddings="none", clock=clock, action_log=ActionLogConfig(keep_days=0, max_rows=3)
     )
     for i in range(7):
-        await mem.log_action("bot_error", f"row {i}")
-    assert await mem.prune_action_log() == 4
+        await mem.admin.log_action("bot_error", f"row {i}")
+    assert await mem.admin.prune_action_log() == 4
     assert await _messages(mem) == ["row 4", "row 5", "row 6"]
-    assert await mem.prune_action_log() == 0
+    assert await mem.admin.prune_action_log() == 0
 
 
 async def test_prune_deletes_a_large_backlog_in_chunks(make_memory: Any, clock: Any) -> None:
@@ -57,8 +57,8 @@ async def test_prune_deletes_a_large_backlog_in_chunks(make_memory: Any, clock: 
             [(f"old {i}", "2020-01-01T00:00:00.000Z") for i in range(1050)],
         )
     )
-    await mem.log_action("bot_error", "today")
-    assert await mem.prune_action_log() == 1050
+    await mem.admin.log_action("bot_error", "today")
+    assert await mem.admin.prune_action_log() == 1050
     assert await _messages(mem) == ["today"]
 
 
@@ -66,9 +66,9 @@ async def test_zero_settings_keep_everything(make_memory: Any, clock: Any) -> No
     mem = await make_memory(
         embeddings="none", clock=clock, action_log=ActionLogConfig(keep_days=0, max_rows=0)
     )
-    await mem.log_action("bot_error", "ancient")
+    await mem.admin.log_action("bot_error", "ancient")
     clock.advance(days=4000)
-    assert await mem.prune_action_log() == 0
+    assert await mem.admin.prune_action_log() == 0
     assert await _messages(mem) == ["ancient"]
 
 
@@ -88,7 +88,7 @@ async def test_background_embedding_is_logged_once_a_minute_per_guild_with_count
     assert await (await mem.ingest_message(msg("I grow tomatoes in pots."))).wait()
     assert await (await mem.ingest_message(msg("I paint murals.", guild=OTHER_GUILD))).wait()
     assert await mem.embeddings.settle()
-    first = await mem.action_log(kind="memory_embedding_call")
+    first = await mem.admin.action_log(kind="memory_embedding_call")
     # The first batch of each guild is logged at once.
     assert {r.guild_id for r in first} == {GUILD, OTHER_GUILD}
     assert all(r.detail and r.detail["model"] == mem.embeddings.default_model for r in first)
@@ -96,17 +96,17 @@ async def test_background_embedding_is_logged_once_a_minute_per_guild_with_count
         assert await (await mem.ingest_message(msg(text))).wait()
         assert await mem.embeddings.settle()
     # Batches within the minute are tallied, not logged one by one.
-    assert len(await mem.action_log(kind="memory_embedding_call")) == len(first)
+    assert len(await mem.admin.action_log(kind="memory_embedding_call")) == len(first)
     clock.advance(seconds=61)
     assert await (await mem.ingest_message(msg("I collect stamps."))).wait()
     assert await mem.embeddings.settle()
-    assert len(await mem.action_log(kind="memory_embedding_call")) > len(first)
+    assert len(await mem.admin.action_log(kind="memory_embedding_call")) > len(first)
     stats = mem.embeddings.stats
     written = (stats.fact_vectors, stats.message_vectors)
     assert written == (6, 6)
     await mem.close()  # writes what is still tallied
     again = await make_memory(clock=clock, data_dir=data)
-    rows = await again.action_log(kind="memory_embedding_call")
+    rows = await again.admin.action_log(kind="memory_embedding_call")
     assert _counts(rows, "background") == written
     assert _counts([r for r in rows if r.guild_id == OTHER_GUILD], "background") == (1, 1)
 
@@ -117,10 +117,11 @@ async def test_a_reindex_run_is_logged_with_its_counts(make_memory: Any, clock: 
     for text in ("I knit scarves.", "I fly kites on the beach."):
         assert await (await mem.ingest_message(msg(text))).wait()
     assert await mem.embeddings.settle()
-    assert await mem.reindex() == {"facts": 0, "messages": 2}
+    report = await mem.admin.reindex()
+    assert (report.facts, report.messages) == (0, 2)
     (row,) = [
         r
-        for r in await mem.action_log(kind="memory_embedding_call")
+        for r in await mem.admin.action_log(kind="memory_embedding_call")
         if r.detail and r.detail["source"] == "reindex"
     ]
     assert row.guild_id == GUILD and (row.detail["facts"], row.detail["messages"]) == (0, 2)
@@ -138,19 +139,19 @@ async def test_embedding_errors_are_logged_at_most_once_a_minute(
         fake_openai.fail_next("embeddings", Fault.status(500), times=100)
         assert await (await mem.ingest_message(msg("I climb on weekends."))).wait()
         assert await mem.embeddings.settle()
-        (first,) = await mem.action_log(kind="memory_embedding_error")
+        (first,) = await mem.admin.action_log(kind="memory_embedding_error")
         assert first.guild_id == GUILD and first.detail is not None
         assert first.detail["errors"] == 1 and first.detail["source"] in ("facts", "messages")
         # A failing query, within the minute: counted, not logged.
         assert await mem.embeddings.embed_query(GUILD, "who climbs on weekends") is None
-        assert len(await mem.action_log(kind="memory_embedding_error")) == 1
+        assert len(await mem.admin.action_log(kind="memory_embedding_error")) == 1
         clock.advance(seconds=61)
         assert await mem.embeddings.embed_query(GUILD, "who climbs at night") is None
-        newest = (await mem.action_log(kind="memory_embedding_error"))[0]
+        newest = (await mem.admin.action_log(kind="memory_embedding_error"))[0]
         assert newest.detail is not None and newest.detail["source"] == "query"
         held = mem.embeddings.stats.errors - 2  # the errors between the two rows
         assert newest.detail["errors"] == held + 1
-        assert not await mem.action_log(kind="memory_embedding_call")
+        assert not await mem.admin.action_log(kind="memory_embedding_call")
         fake_openai.reset()
         assert await mem.embeddings.embed_query(GUILD, "who climbs at dawn") is not None
     finally:

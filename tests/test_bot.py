@@ -186,7 +186,7 @@ async def test_member_message_becomes_fact(harness: Harness) -> None:
     h = harness
     msg = await h.say("I love hiking in the Alps.")
     await h.settle()
-    facts = await h.memory.list_facts(str(h.guild.id), subject=str(h.alice.id))
+    facts = await h.memory.facts.find(str(h.guild.id), subject=str(h.alice.id))
     assert [f.fact for f in facts] == [f"{h.alice.display_name} loves hiking in the Alps."]
     assert facts[0].channel_id == str(h.general.id)
     assert facts[0].source_message_id == str(msg.id)
@@ -205,16 +205,16 @@ async def test_own_messages_and_dms_are_not_ingested(harness: Harness) -> None:
     assert await h.memory.get_message(str(h.guild.id), str(own.id)) is None
     assert private.guild is None
     assert h.memory.queue.stats.accepted == 0
-    assert await h.memory.list_facts(str(h.guild.id)) == []
+    assert await h.memory.facts.find(str(h.guild.id)) == []
     assert h.sent() == []
 
 
 async def test_guild_settings_are_honoured(harness: Harness) -> None:
     h = harness
     gid = str(h.guild.id)
-    await h.memory.set_guild_setting(gid, "excluded_channels", str(h.mods.id))
+    await h.memory.guilds.set_setting(gid, "excluded_channels", str(h.mods.id))
     skipped = await h.say("I love secret plans.", channel=h.mods)
-    await h.memory.set_guild_setting(gid, "memory_enabled", "false")
+    await h.memory.guilds.set_setting(gid, "memory_enabled", "false")
     off = await h.say("I love everything.", channel=h.general)
     await h.settle()
     assert await h.memory.get_message(gid, str(skipped.id)) is None
@@ -246,7 +246,7 @@ async def test_threads_are_ingested_with_their_own_channel(harness: Harness) -> 
     await h.settle()
     stored = await h.memory.get_message(str(h.guild.id), str(msg.id))
     assert stored is not None and stored.channel_id == str(thread.id)
-    facts = await h.memory.list_facts(str(h.guild.id), subject=str(h.alice.id))
+    facts = await h.memory.facts.find(str(h.guild.id), subject=str(h.alice.id))
     assert facts and facts[0].channel_id == str(thread.id)
 
 
@@ -307,10 +307,10 @@ async def test_memory_line_becomes_lore_and_is_traced(harness: Harness) -> None:
         f"{h.mention} please remember that the server meetup is on Friday at the pub"
     )
     assert [m.content for m in h.sent()] == ["Noted!"]
-    lore = await h.memory.list_facts(str(h.guild.id), subject=LORE_SUBJECT)
+    lore = await h.memory.facts.find(str(h.guild.id), subject=LORE_SUBJECT)
     assert [f.fact for f in lore] == ["Memory line: the server meetup is on Friday at the pub."]
     assert lore[0].source_message_id == str(trigger.id)
-    traces = await h.memory.traces_for_message(str(h.guild.id), str(trigger.id))
+    traces = await h.memory.traces.for_message(str(h.guild.id), str(trigger.id))
     stored = [t for t in traces if t.action == "stored"]
     assert [t.fact_id for t in stored] == [lore[0].id]
 
@@ -319,7 +319,7 @@ async def test_ungrounded_memory_line_is_refused(harness: Harness) -> None:
     h = harness
     h.fake.script_chat(reply_json("Sure.", line="bananas are the official currency"))
     await h.say(f"{h.mention} what's up?")
-    assert await h.memory.list_facts(str(h.guild.id), subject=LORE_SUBJECT) == []
+    assert await h.memory.facts.find(str(h.guild.id), subject=LORE_SUBJECT) == []
 
 
 async def test_lookup_makes_exactly_one_follow_up_with_hits(harness: Harness) -> None:
@@ -346,13 +346,13 @@ async def test_lookup_makes_exactly_one_follow_up_with_hits(harness: Harness) ->
     assert "Lookups are now disabled" in lookup_turn
     assert "ramen" not in lookup_turn  # strict search: only passing hits
 
-    traces = await h.memory.traces_for_message(str(h.guild.id), str(trigger.id))
+    traces = await h.memory.traces.for_message(str(h.guild.id), str(trigger.id))
     retrieved = [t for t in traces if t.action == "retrieved"]
     assert any("hiking" in t.content for t in retrieved)
     hiking = next(t for t in retrieved if "hiking" in t.content)
     assert hiking.score is not None and hiking.score_parts is not None
     assert {"lexical", "semantic", "confidence", "recency", "channel"} <= set(hiking.score_parts)
-    assert await h.memory.last_traced_message(str(h.guild.id), str(h.general.id)) == str(trigger.id)
+    assert await h.memory.traces.last_traced(str(h.guild.id), str(h.general.id)) == str(trigger.id)
 
 
 async def test_lookup_without_match_says_so(harness: Harness) -> None:
@@ -402,10 +402,10 @@ async def test_reply_mode_is_honoured(harness: Harness) -> None:
     h.fake.script_chat(reply_json("First answer."))
     await h.say(f"{h.mention} hi")
     (first,) = h.sent()
-    await h.memory.set_guild_setting(gid, "reply_mode", "mention")
+    await h.memory.guilds.set_setting(gid, "reply_mode", "mention")
     await h.reply_to(first, "a reply without a mention")
     assert h.sent() == []
-    await h.memory.set_guild_setting(gid, "reply_mode", "off")
+    await h.memory.guilds.set_setting(gid, "reply_mode", "off")
     await h.say(f"{h.mention} are you there?")
     assert h.sent() == []
     assert len(h.fake.chat_requests()) == 1
@@ -456,7 +456,7 @@ async def test_llm_failures_get_an_apology(harness: Harness, fault: Fault) -> No
     h.fake.script_chat(fault)
     trigger = await h.say(f"{h.mention} hello?")
     assert [m.content for m in h.sent()] == [APOLOGY]
-    errors = await h.memory.action_log(kind="bot_error", guild_id=str(h.guild.id))
+    errors = await h.memory.admin.action_log(kind="bot_error", guild_id=str(h.guild.id))
     assert len(errors) == 1
     assert errors[0].message.startswith("reply_llm_error")
     assert errors[0].detail is not None and errors[0].detail["message_id"] == str(trigger.id)
@@ -472,7 +472,7 @@ async def test_unusable_model_output_gets_an_apology(harness: Harness, garbage: 
     h.fake.script_chat(garbage)
     await h.say(f"{h.mention} hello?")
     assert [m.content for m in h.sent()] == [APOLOGY]
-    errors = await h.memory.action_log(kind="bot_error")
+    errors = await h.memory.admin.action_log(kind="bot_error")
     assert errors and errors[0].message.startswith("reply_llm_error")
 
 
@@ -496,6 +496,6 @@ async def test_without_llm_mentions_get_a_note_and_memory_still_works(
         await h.settle()
         assert [m.content for m in h.sent()] == [NOT_CONFIGURED]
         assert fake_openai.chat_requests() == []
-        assert await memory.list_facts(str(h.guild.id), subject=str(h.alice.id))
+        assert await memory.facts.find(str(h.guild.id), subject=str(h.alice.id))
     finally:
         await dpytest.empty_queue()

@@ -48,7 +48,7 @@ async def test_jobs_schedule_run_and_stop(make_memory: Any, tmp_path: Any) -> No
         raise RuntimeError("kaput")
 
     await jobs._wrap("boom", boom)()  # logged, not raised
-    (entry,) = await memory.action_log(kind="bot_error")
+    (entry,) = await memory.admin.action_log(kind="bot_error")
     assert entry.message.startswith("job_error: boom: kaput")
     await jobs.stop()
     assert jobs.scheduler is None

@@ -213,7 +213,7 @@ async def test_archive_fact_and_it_is_gone_from_search(site: Site, web: Watched)
     await web.shot("23-search-after-archive")
     # …and the history says who did it.
     fid = await site.seeded.fact_id("ramen")
-    history = await site.seeded.mem.fact_history(GUILD, fid)
+    history = await site.seeded.mem.facts.history(GUILD, fid)
     assert (history[-1].event, history[-1].actor) == ("archive", "operator")
 
 

@@ -12,7 +12,7 @@ import pytest
 from bot.cli import COMMANDS, _module, build_parser
 from bot.cli import main as cli_main
 from bot.commands._common import Progress, fmt_duration
-from bot.commands.doctor import token_problem
+from bot.commands.doctor_discord import token_problem
 from memory.store import sqlite
 
 ROOT = Path(__file__).resolve().parents[1]

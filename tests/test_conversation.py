@@ -12,13 +12,13 @@ import pytest
 from memory import (
     LORE_SUBJECT,
     LLMError,
-    MalformedReply,
     Memory,
     ReplyRequest,
     ReplyResult,
     compose_reply,
 )
 from memory.conversation import parse_reply, render_lookup, render_sections
+from memory.errors import MalformedReply
 from memory.llm import ChatModel
 from memory.models import Hit, PromptSlice, ScoreParts
 from tests.fakeopenai import FakeOpenAI, Fault
@@ -233,7 +233,7 @@ async def test_unusable_output_is_a_malformed_reply(
     fake_openai.script_chat(garbage)
     with pytest.raises(MalformedReply):
         await compose(mem, fake_openai, request("hello?"))
-    assert await mem.list_facts(GUILD, subject=LORE_SUBJECT) == []
+    assert await mem.facts.find(GUILD, subject=LORE_SUBJECT) == []
 
 
 # -- the lore line ------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ async def test_memory_line_is_stored_as_lore_with_its_event(
     ((updated, event),) = [(r.fact, r.event) for r in again.stored]
     assert event == "update" and updated.id == fact.id
     assert updated.created_at == updated.updated_at
-    assert [f.id for f in await mem.list_facts(GUILD, subject=LORE_SUBJECT)] == [fact.id]
+    assert [f.id for f in await mem.facts.find(GUILD, subject=LORE_SUBJECT)] == [fact.id]
 
 
 async def test_a_lookup_reply_can_store_a_line_from_each_turn(
@@ -289,7 +289,7 @@ async def test_a_line_the_member_did_not_say_is_refused(
     fake_openai.script_chat(reply_json("Sure.", line="bananas are the official currency"))
     result = await compose(mem, fake_openai, request("what's up?"))
     assert result.text == "Sure." and result.stored == ()
-    assert await mem.list_facts(GUILD, subject=LORE_SUBJECT) == []
+    assert await mem.facts.find(GUILD, subject=LORE_SUBJECT) == []
 
 
 # -- pure parts: parsing and rendering ----------------------------------------------------------

@@ -81,9 +81,9 @@ async def test_sigkill_mid_stream_loses_nothing_and_processes_once(
         n = int(mid) - 10**15
         assert journal.count(f"I keep note number {n:05d} in my garden shed") == 1, mid
 
-    facts = await mem.list_facts(GUILD, limit=500, active=None)
+    facts = await mem.facts.find(GUILD, limit=500, active=None)
     texts = [f.fact for f in facts]
     assert len(texts) == len(set(texts))
     for f in facts:
-        events = [h.event for h in await mem.fact_history(GUILD, f.id)]
+        events = [h.event for h in await mem.facts.history(GUILD, f.id)]
         assert events.count("add") == 1 and "update" not in events, (f.fact, events)

@@ -132,7 +132,7 @@ async def test_example_searches_follow_the_history_not_processing_order(
     earlier = msg("I am a beekeeper.", author=ALICE, name="Alice", id="1000000000000001000")
     for m in (later, earlier):  # processed in the opposite order of the history
         assert await (await mem.ingest_message(m)).wait()
-    facts = await mem.list_facts(GUILD, limit=10)
+    facts = await mem.facts.find(GUILD, limit=10)
     by_subject = {f.subject: f for f in facts}
     assert by_subject[BOB].id < by_subject[ALICE].id
     assert by_subject[BOB].confidence == by_subject[ALICE].confidence

@@ -54,7 +54,7 @@ async def test_forget_leaves_no_trace(make_memory: Any) -> None:
     assert lore is not None
     hits = await mem.search(GUILD, SECRET, scope="all")
     assert hits
-    await mem.record_traces(GUILD, m1.channel_id, m1.id, retrieved=hits)
+    await mem.traces.record(GUILD, m1.channel_id, m1.id, retrieved=hits)
     await mem.settle()
     assert SECRET in await _all_text(mem)
 
@@ -68,11 +68,11 @@ async def test_forget_leaves_no_trace(make_memory: Any) -> None:
     for path in mem.config.db_path.parent.glob(mem.config.db_path.name + "*"):
         assert SECRET.encode() not in path.read_bytes(), path.name
     # The other guild's memory of Alice is untouched: forget is per guild.
-    assert await mem.list_facts(OTHER_GUILD, subject=ALICE)
+    assert await mem.facts.find(OTHER_GUILD, subject=ALICE)
     assert await mem.search(GUILD, SECRET, scope="all") == []
-    assert await mem.list_facts(GUILD, subject=ALICE, active=None) == []
+    assert await mem.facts.find(GUILD, subject=ALICE, active=None) == []
     # Bob is untouched.
-    assert await mem.list_facts(GUILD, subject=BOB)
+    assert await mem.facts.find(GUILD, subject=BOB)
     # One forget history row, without content.
     con = sqlite.connect(mem.config.db_path, read_only=True)
     rows = con.execute(
@@ -81,6 +81,6 @@ async def test_forget_leaves_no_trace(make_memory: Any) -> None:
     ).fetchall()
     con.close()
     assert [tuple(r) for r in rows] == [("forget", None, None)]
-    health = await mem.health()
+    health = await mem.admin.health()
     assert health["facts_fts_rows"] == health["facts_total"]
     assert health["messages_fts_rows"] == health["messages"]

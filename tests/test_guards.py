@@ -353,7 +353,7 @@ async def test_obfuscated_llm_candidates_are_not_stored_or_shown(
         assert await (await mem.ingest_message(msg(text))).wait()
     assert len(fake_openai.chat_requests()) == len(messages)
 
-    stored = {f.fact for f in await mem.list_facts(GUILD, subject=ALICE, limit=100)}
+    stored = {f.fact for f in await mem.facts.find(GUILD, subject=ALICE, limit=100)}
     assert stored == set(kept.values())
     snapshot = await mem.refresh_snapshot()
     assert "Alice loves tea." in snapshot
@@ -382,7 +382,7 @@ async def test_guard_refusals_are_in_the_action_log_without_the_text(
     assert await (await mem.ingest_message(first)).wait()
     assert await (await mem.ingest_message(msg("I work as a nurse."))).wait()
 
-    rows = await mem.action_log(kind="memory_guard_reject")
+    rows = await mem.admin.action_log(kind="memory_guard_reject")
     assert len(rows) == 1, "one row per message whose candidates were refused"
     row = rows[0]
     assert row.guild_id == GUILD

@@ -1,4 +1,4 @@
-"""The import embeds facts first and message vectors after (bot.commands.import_).
+"""The import embeds facts first and message vectors after (memory.importer.session).
 
 Real engine, local MiniLM, the bundled sample guild (a few hundred messages of
 the real export, pseudonymised).
@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from bot.commands.import_ import StopSignal, import_files
+from bot.commands.import_report import summary
+from memory import ImportStop, import_files
 
 SAMPLE = Path(__file__).resolve().parents[1] / "bot" / "data" / "sample_guild.json"
 
@@ -86,7 +87,7 @@ async def test_ctrl_c_while_embedding_messages_stops_and_reindex_finishes(
     from memory.embed import service as embedding_jobs
 
     monkeypatch.setattr(embedding_jobs, "MESSAGE_BACKFILL_CALL", 40)
-    stop = StopSignal()
+    stop = ImportStop()
 
     class CtrlCOnFirstBatch(Progress):
         """Presses Ctrl-C when the first batch of message vectors is reported."""
@@ -104,11 +105,11 @@ async def test_ctrl_c_while_embedding_messages_stops_and_reindex_finishes(
     assert report.settled, "every message was processed before the vectors began"
     assert report.interrupted and report.message_vectors_pending
     assert report.message_vectors == 40
-    assert "guildlore reindex" in report.summary()
+    assert "guildlore reindex" in summary(report)
     embeddable, msg_vectors, _ = await mem.db.read(_counts)
     assert msg_vectors == 40 < embeddable
-    totals = await mem.reindex()
-    assert totals["messages"] == embeddable - 40
+    totals = await mem.admin.reindex()
+    assert totals.messages == embeddable - 40
 
 
 async def test_import_embeds_at_normal_priority_and_live_work_stays_niced(
@@ -120,7 +121,7 @@ async def test_import_embeds_at_normal_priority_and_live_work_stays_niced(
     import threading
 
     from memory.embed import local as embed_module
-    from memory.embed.service import BACKGROUND_NICE
+    from memory.embed.threads import BACKGROUND_NICE
     from tests.helpers import msg
 
     seen: list[int] = []

@@ -30,7 +30,7 @@ async def _states_are(mem: Any, outs: list[Any], state: str) -> bool:
 
 
 async def _facts(mem: Any, subject: str = ALICE, active: bool | None = True) -> list[Any]:
-    return await mem.list_facts(GUILD, subject=subject, active=active, limit=500)
+    return await mem.facts.find(GUILD, subject=subject, active=active, limit=500)
 
 
 async def test_message_becomes_fact_journal_and_snapshot(make_memory: Any) -> None:
@@ -105,7 +105,7 @@ async def test_overflow_drops_oldest_counts_logs_and_keeps_row(make_memory: Any)
     assert mem.queue.stats.dropped == 2
     # The rows are kept for replay, not lost (the mark is written off the ack path).
     assert await eventually(lambda: _states_are(mem, dropped, "dropped"))
-    log = await mem.action_log(kind="bot_error")
+    log = await mem.admin.action_log(kind="bot_error")
     assert any("memory_ingest_queue_overflow" in e.message for e in log)
     gate.set()
     # Once the burst has passed, dropped rows are caught up without a restart.
@@ -234,7 +234,7 @@ async def test_extraction_failure_is_logged_and_message_still_done(make_memory: 
     assert await (await mem.ingest_message(m)).wait()
     row = await mem.get_message(GUILD, m.id)
     assert row is not None and row.state == "done"
-    errors = await mem.action_log(kind="memory_extract_error")
+    errors = await mem.admin.action_log(kind="memory_extract_error")
     assert errors and m.id in str(errors[0].detail)
     assert "Lyon" in mem.journal.daily_files()[0].read_text()
 
@@ -250,7 +250,7 @@ async def test_archive_keeps_newest_80_per_subject(make_memory: Any, clock: Any)
     assert {f.fact for f in archived} == {
         f"Alice said I own board game number {i:03d}." for i in range(5)
     }
-    hist = await mem.fact_history(GUILD, archived[0].id)
+    hist = await mem.facts.history(GUILD, archived[0].id)
     assert [h.event for h in hist] == ["add", "archive"]
 
 
@@ -259,12 +259,12 @@ async def test_reextraction_updates_and_reactivates(make_memory: Any, clock: Any
     text = "I drink green tea every morning."
     assert await (await mem.ingest_message(msg(text))).wait()
     fact = (await _facts(mem))[0]
-    await mem.set_fact_active(GUILD, fact.id, False)
+    await mem.facts.set_active(GUILD, fact.id, False)
     clock.advance(hours=1)
     assert await (await mem.ingest_message(msg(text))).wait()  # new message id, same fact
-    again = await mem.get_fact(GUILD, fact.id)
+    again = await mem.facts.get(GUILD, fact.id)
     assert again is not None and again.is_active
-    events = [h.event for h in await mem.fact_history(GUILD, fact.id)]
+    events = [h.event for h in await mem.facts.history(GUILD, fact.id)]
     assert events == ["add", "archive", "update"]
     assert len(await _facts(mem)) == 1
 
@@ -279,7 +279,7 @@ async def test_history_rows_are_stamped_by_the_injected_clock(make_memory: Any, 
     clock.advance(hours=2)
     assert await (await mem.ingest_message(msg(text))).wait()
     updated_at = iso(clock.now)
-    hist = await mem.fact_history(GUILD, fact.id)
+    hist = await mem.facts.history(GUILD, fact.id)
     assert [(h.event, h.created_at) for h in hist] == [
         ("add", added_at),
         ("update", updated_at),
@@ -295,7 +295,7 @@ async def test_other_bots_messages_are_extracted_unless_bot_ingestion_is_off(
     assert await (await mem.ingest_message(m)).wait()
     (fact,) = await _facts(mem, subject=bot)
     assert "chess club" in fact.fact
-    await mem.set_guild_setting(GUILD, "ingest_bots", "false")
+    await mem.guilds.set_setting(GUILD, "ingest_bots", "false")
     out = await mem.ingest_message(msg("I am also a trivia bot.", author=bot, is_bot=True))
     assert out.status == "rejected"
     off = await make_memory(
@@ -315,7 +315,7 @@ async def test_rejections_are_clear_and_counted(make_memory: Any) -> None:
     assert out.status == "rejected"
     out = await mem.ingest_message(msg("hello", created_at="yesterday-ish"))
     assert out.status == "rejected" and "ISO" in (out.reason or "")
-    assert mem.counters()["ingest_rejected"] == 4
+    assert mem.admin.counters()["ingest_rejected"] == 4
     assert not await out.wait()
 
 
@@ -348,3 +348,54 @@ async def test_nasty_content_never_crashes_and_loses_nothing(make_memory: Any) -
     assert "\x00" not in journal and "\ud800" not in journal
     md = await mem.refresh_snapshot()
     assert md.startswith("# Durable Memory Snapshot")
+
+
+async def test_remember_line_says_whether_it_added_or_updated(make_memory: Any, clock: Any) -> None:
+    # The clock stands still, so the fact's timestamps cannot tell a new line
+    # from a repeated one: only the store knows, and remember_line passes it on.
+    mem = await make_memory(clock=clock)
+    line = "the summer meetup is in Zermatt"
+    first = await mem.remember_line(GUILD, line, source_text=line)
+    again = await mem.remember_line(GUILD, line, source_text=line)
+    assert first is not None and again is not None
+    assert (first.event, again.event) == ("add", "update")
+    assert again.fact.id == first.fact.id
+    assert again.fact.created_at == again.fact.updated_at
+    await mem.traces.record(GUILD, "c1", "m1", stored=[first, again])
+    traces = await mem.traces.for_message(GUILD, "m1")
+    assert sorted(t.action for t in traces) == ["stored", "updated"]
+
+
+async def test_opened_without_ingest_it_leaves_the_inbox_to_the_bot(tmp_path: Any) -> None:
+    # What CLI commands beside a running bot use: reads, edits and searches,
+    # but no queue, no workers, no replay of the bot's unfinished messages.
+    from memory import Memory, MemoryConfig
+    from memory.clock import iso, system_clock
+    from memory.config import EmbeddingConfig
+
+    cfg = MemoryConfig.for_data_dir(tmp_path / "d", embedding=EmbeddingConfig(provider="none"))
+    left = msg("I grow tomatoes on my balcony.")
+    quiet = await Memory.open(cfg, ingest=False)
+    await quiet.db.write(store.insert_messages, [left], iso(system_clock()))
+    refused = await quiet.ingest_message(msg("I also keep bees."))
+    assert refused.status == "rejected" and refused.reason == "opened without ingest"
+    assert not await refused.wait()
+    await quiet.guilds.set_names(GUILD, guild_name="Tomato Club")
+    assert [g["guild_id"] for g in await quiet.guilds.overview()] == [GUILD]
+    row = await quiet.get_message(GUILD, left.id)
+    assert row is not None and row.state == "pending"
+    await quiet.close()
+    assert not quiet.snapshot_path.exists(), "a read-only close writes no snapshot"
+    assert not quiet.db.is_open
+
+    # The bot (or any engine opened with ingest) replays it.
+    mem = await Memory.open(cfg, extractor=ScriptedExtractor(echo_fact))
+    try:
+
+        async def processed() -> bool:
+            row = await mem.get_message(GUILD, left.id)
+            return row is not None and row.state == "done"
+
+        assert await eventually(processed)
+    finally:
+        await mem.close()

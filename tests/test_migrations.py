@@ -41,7 +41,7 @@ async def test_upgrade_from_first_schema_keeps_data(tmp_path: Path, make_memory:
     )
     con.close()
     mem = await make_memory(data_dir=data)
-    facts = await mem.list_facts(GUILD, limit=10)
+    facts = await mem.facts.find(GUILD, limit=10)
     assert [f.fact for f in facts] == ["Old Timer restores old clocks."]
     # The FTS indexes added by later migrations cover the old rows.
     hits = await mem.search(GUILD, "clocks", scope="all")

@@ -55,7 +55,7 @@ class Gated:
 
 
 async def _fact_id(mem: Any, subject: str, needle: str) -> int:
-    facts = await mem.list_facts(GUILD, subject=subject, limit=100)
+    facts = await mem.facts.find(GUILD, subject=subject, limit=100)
     return next(f.id for f in facts if needle in f.fact)
 
 
@@ -128,7 +128,7 @@ async def test_author_order_holds_across_many_channels_and_batches(make_memory: 
         assert await o.wait()
     assert sorted(seen) == sorted(f"note {i:02d} about gardens" for i in range(40))
     for author in (ALICE, BOB):
-        facts = sorted(await mem.list_facts(GUILD, subject=author, limit=100), key=lambda f: f.id)
+        facts = sorted(await mem.facts.find(GUILD, subject=author, limit=100), key=lambda f: f.id)
         numbers = [int(f.fact.split("note ")[1][:2]) for f in facts]
         assert numbers == sorted(numbers), numbers
 
@@ -149,14 +149,14 @@ async def test_guild_extract_model_setting_is_used(
     extractor = LLMExtractor(fake_openai.client(), "default-model", timeout_s=5.0)
     mem = await make_memory(extractor=extractor, embeddings="none")
     assert await (await mem.ingest_message(msg("I build canoes in my garage."))).wait()
-    await mem.set_guild_setting(GUILD, "extract_model", "small-model")
+    await mem.guilds.set_setting(GUILD, "extract_model", "small-model")
     assert await (await mem.ingest_message(msg("I keep three cats at home."))).wait()
     # Another guild keeps the default.
     assert await (await mem.ingest_message(msg("I play chess online.", guild=OTHER_GUILD))).wait()
-    await mem.set_guild_setting(GUILD, "extract_model", None)
+    await mem.guilds.set_setting(GUILD, "extract_model", None)
     assert await (await mem.ingest_message(msg("I sail on Sundays."))).wait()
     assert models == ["default-model", "small-model", "default-model", "default-model"]
-    calls = await mem.action_log(kind="memory_extract_call")
+    calls = await mem.admin.action_log(kind="memory_extract_call")
     assert {c.detail["model"] for c in calls if c.detail} == {"default-model", "small-model"}
     assert extractor.model == "default-model", "the shared extractor is not modified"
 
@@ -198,8 +198,10 @@ async def test_insert_messages_group_semantics(make_memory: Any) -> None:
     assert await mem.db.write(store.insert_messages, [a], now) == [False]
     row = await mem.get_message(GUILD, b.id)
     assert row is not None and row.content == "second words" and row.state == "pending"
-    assert await mem.members(GUILD) == [{"user_id": ALICE, "display_name": "Alice B.", "facts": 0}]
-    assert [c["channel_id"] for c in await mem.channels(GUILD)] == [a.channel_id]
+    assert await mem.guilds.members(GUILD) == [
+        {"user_id": ALICE, "display_name": "Alice B.", "facts": 0}
+    ]
+    assert [c["channel_id"] for c in await mem.guilds.channels(GUILD)] == [a.channel_id]
 
 
 async def test_fast_path_and_item_transactions(tmp_path: Any) -> None:

@@ -151,7 +151,7 @@ async def test_strict_search_is_empty_for_a_weak_candidate_but_the_slice_fills(
 ) -> None:
     mem = await make_memory()
     await ingest(mem, [msg("I like green tea", author=ALICE, name="Alice")])
-    facts = await mem.list_facts(GUILD)
+    facts = await mem.facts.find(GUILD)
     assert [f.fact for f in facts] == ["Alice likes green tea."]
     query = "quarterly revenue projections for the board"
     assert await mem.search(GUILD, query) == []
@@ -186,7 +186,7 @@ async def test_fact_older_than_5000_newer_facts_is_found_by_meaning_alone(
             )
         ],
     )
-    [old] = await mem.list_facts(GUILD)
+    [old] = await mem.facts.find(GUILD)
     assert old.fact == "Alice owns a greyhound called Biscuit."
     counts = await mem.db.read(store_vectors.vector_counts)
     assert counts[mem.embeddings.default_model]["fact_vectors"] == 1
@@ -203,7 +203,7 @@ async def test_fact_older_than_5000_newer_facts_is_found_by_meaning_alone(
         mem, GUILD, [(f"user-{who}", text, CHANNEL) for who, text in rows], vectors=vecs, when=later
     )
     assert len(ids) == 5000 and min(ids) > old.id
-    assert all(f.updated_at > old.updated_at for f in await mem.list_facts(GUILD, limit=500))
+    assert all(f.updated_at > old.updated_at for f in await mem.facts.find(GUILD, limit=500))
 
     query = "who has a canine companion?"  # no word in common with the fact or its evidence
     assert fts_match_expression(query) is not None
@@ -237,16 +237,16 @@ async def test_a_new_fact_reaches_the_loaded_matrix_and_archived_ones_leave_it(
     assert matrix is not None and matrix.rows == 1
     await ingest(mem, [msg("I own a greyhound called Biscuit", author=BOB, name="Bob")])
     assert matrix.rows == 2  # written by the embedding worker, mirrored in place
-    dog = next(f for f in await mem.list_facts(GUILD) if "greyhound" in f.fact)
+    dog = next(f for f in await mem.facts.find(GUILD) if "greyhound" in f.fact)
     hits = await mem.search(GUILD, "who has a canine companion?")
     assert hits[0].id == str(dog.id)
-    await mem.set_fact_active(GUILD, dog.id, False)
+    await mem.facts.set_active(GUILD, dog.id, False)
     assert matrix.rows == 1
     assert str(dog.id) not in [h.id for h in await mem.search(GUILD, "who has a canine companion?")]
-    await mem.set_fact_active(GUILD, dog.id, True)
+    await mem.facts.set_active(GUILD, dog.id, True)
     assert matrix.rows == 2
     assert (await mem.search(GUILD, "who has a canine companion?"))[0].id == str(dog.id)
-    await mem.delete_fact(GUILD, dog.id)
+    await mem.facts.delete(GUILD, dog.id)
     assert matrix.rows == 1
     report = await mem.forget(GUILD, ALICE)
     assert report.facts == 1
@@ -291,7 +291,7 @@ def test_no_search_ever_returns_another_guilds_fact(tmp_path: Path, local_embedd
             )
         owned: dict[str, set[str]] = {}
         for g in guilds:
-            owned[g] = {str(f.id) for f in await mem.list_facts(g, active=None)}
+            owned[g] = {str(f.id) for f in await mem.facts.find(g, active=None)}
             await mem.retriever.warm(g)
         return owned
 

@@ -27,7 +27,7 @@ from discord.ext.test import factories as dfacts
 from bot.client import DEFAULT_EXTENSIONS, GuildloreBot
 from bot.cogs.memory_commands import voice_consent
 from bot.cogs.voice import MODERATORS_ONLY, join_voice, leave_voice, voice_status
-from bot.runtime import build_voice
+from bot.runtime import build_voice, settings_clients
 from bot.settings import SettingsError, load_settings
 from bot.voice.service import VoiceManager, memory_consent_store
 from bot.voice.stt import OpenAITranscriber, local_stt_available
@@ -218,7 +218,7 @@ async def test_opt_out_persists_and_takes_effect_opt_in_reverses(vh: VoiceHarnes
     out = await voice_consent(h.memory, vh.manager, gid, h.bob.id, True)
     assert "ignore your voice" in out.text and out.ephemeral
     assert vh.manager.is_opted_out(gid, h.bob.id)
-    assert await h.memory.voice_opt_outs() == {(str(gid), str(h.bob.id))}
+    assert await h.memory.guilds.voice_opt_outs() == {(str(gid), str(h.bob.id))}
 
     # A restart: a new manager knows nothing until it joins, then applies the
     # stored opt-out from the first frame.
@@ -242,7 +242,7 @@ async def test_opt_out_persists_and_takes_effect_opt_in_reverses(vh: VoiceHarnes
     back = await voice_consent(h.memory, restarted, gid, h.bob.id, False)
     assert "transcribed again" in back.text
     assert not restarted.is_opted_out(gid, h.bob.id)
-    assert await h.memory.voice_opt_outs() == set()
+    assert await h.memory.guilds.voice_opt_outs() == set()
     await restarted.close()
 
 
@@ -250,7 +250,7 @@ async def test_opt_out_without_voice_configured_is_still_stored(vh: VoiceHarness
     h = vh.h
     h.bot.voice = None
     await voice_consent(h.memory, None, h.guild.id, h.alice.id, True)
-    assert await h.memory.voice_opt_outs() == {(str(h.guild.id), str(h.alice.id))}
+    assert await h.memory.guilds.voice_opt_outs() == {(str(h.guild.id), str(h.alice.id))}
 
 
 async def test_speech_reaches_memory_and_opted_out_speech_does_not(vh: VoiceHarness) -> None:
@@ -275,9 +275,9 @@ async def test_speech_reaches_memory_and_opted_out_speech_does_not(vh: VoiceHarn
     stored = await h.memory.get_message(gid, hits[0].id)
     assert stored is not None and stored.source == "voice"
     assert stored.author_name == h.alice.display_name
-    facts = await h.memory.list_facts(gid, subject=str(h.alice.id))
+    facts = await h.memory.facts.find(gid, subject=str(h.alice.id))
     assert any("nurse" in f.fact for f in facts)
-    assert await h.memory.list_facts(gid, subject=str(h.bob.id)) == []
+    assert await h.memory.facts.find(gid, subject=str(h.bob.id)) == []
 
 
 # -- status ------------------------------------------------------------------------------------
@@ -398,22 +398,24 @@ async def test_unloading_the_cog_closes_the_voice_sessions(vh: VoiceHarness) -> 
 
 async def test_build_voice_from_settings(make_memory: Any, fake_openai: FakeOpenAI) -> None:
     memory = await make_memory(embeddings="none")
-    llm_client = fake_openai.client()
 
-    off = build_voice(load_settings(env={"GUILDLORE_VOICE_ENABLED": "false"}), memory, None)
+    off_settings = load_settings(env={"GUILDLORE_VOICE_ENABLED": "false"})
+    off = build_voice(off_settings, memory, settings_clients(off_settings))
     assert off.manager is None and "voice.enabled = false" in off.reason
 
-    none = build_voice(load_settings(env={}), memory, None)
+    bare = load_settings(env={})
+    none = build_voice(bare, memory, settings_clients(bare))
     assert none.manager is None and "no speech-to-text is configured" in none.reason
 
     # Default: the LLM endpoint's own client.
-    shared = build_voice(
-        load_settings(env={"GUILDLORE_LLM_BASE_URL": fake_openai.base_url}), memory, llm_client
-    )
-    assert shared.manager is not None and shared.owned_client is None
-    assert isinstance(shared.transcriber, OpenAITranscriber)
-    assert shared.transcriber._client is llm_client
-    assert shared.transcriber.model == "gpt-4o-mini-transcribe"
+    shared_settings = load_settings(env={"GUILDLORE_LLM_BASE_URL": fake_openai.base_url})
+    async with settings_clients(shared_settings) as clients:
+        shared = build_voice(shared_settings, memory, clients)
+        assert shared.manager is not None and clients.openai is not None
+        assert clients.transcription is clients.openai
+        assert isinstance(shared.transcriber, OpenAITranscriber)
+        assert shared.transcriber._client is clients.openai
+        assert shared.transcriber.model == "gpt-4o-mini-transcribe"
 
     # Its own endpoint gets its own key; the LLM key never goes there.
     env = {
@@ -423,21 +425,25 @@ async def test_build_voice_from_settings(make_memory: Any, fake_openai: FakeOpen
         "GUILDLORE_VOICE_STT_MODEL": "gpt-transcribe",
         "GUILDLORE_VOICE_LANGUAGE": "en",
     }
-    own = build_voice(load_settings(env=env), memory, llm_client)
-    assert own.manager is not None and own.owned_client is not None
-    fake_openai.script_transcription("hello")
-    import numpy as np
+    own_settings = load_settings(env=env)
+    async with settings_clients(own_settings) as clients:
+        own = build_voice(own_settings, memory, clients)
+        assert own.manager is not None
+        assert clients.transcription is not None and clients.transcription is not clients.openai
+        fake_openai.script_transcription("hello")
+        import numpy as np
 
-    assert await own.transcriber.transcribe(np.zeros(1600, dtype=np.float32)) == "hello"
-    (req,) = fake_openai.transcription_requests()
-    assert req.headers.get("Authorization") == "Bearer sk-voice"
-    assert (req.body["model"], req.body["language"]) == ("gpt-transcribe", "en")
-    await own.aclose()
-    await llm_client.close()
+        assert await own.transcriber.transcribe(np.zeros(1600, dtype=np.float32)) == "hello"
+        (req,) = fake_openai.transcription_requests()
+        assert req.headers.get("Authorization") == "Bearer sk-voice"
+        assert (req.body["model"], req.body["language"]) == ("gpt-transcribe", "en")
+        await own.aclose()
+    assert clients.transcription.is_closed() and clients.openai is not None
+    assert clients.openai.is_closed()
 
     # The opt-out store of the built manager is the engine's table.
     await shared.manager.opt_out(7, 8)
-    assert await memory.voice_opt_outs() == {("7", "8")}
+    assert await memory.guilds.voice_opt_outs() == {("7", "8")}
 
 
 def test_voice_settings_are_checked(tmp_path: Path) -> None:

@@ -430,7 +430,7 @@ async def test_voice_transcript_nurse_fact_reaches_memory(
         assert [await o.wait() for o in outcomes] == [True, True]
         assert await mem.drain()
         guild = str(GUILD_ID)
-        facts = await mem.list_facts(guild, subject=str(ALICE), active=True, limit=50)
+        facts = await mem.facts.find(guild, subject=str(ALICE), active=True, limit=50)
         nurse = [f for f in facts if "nurse" in f.fact.lower()]
         assert nurse, facts
         assert all(f.channel_id in (None, str(CHANNEL_ID)) for f in nurse)

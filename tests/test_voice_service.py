@@ -261,7 +261,7 @@ async def test_join_failures_and_a_stopped_receiver_are_logged_as_voice_errors(
     manager, _ = make_manager(Store(), report_error=voice_error_log(mem))
     with pytest.raises(VoiceJoinError):
         await manager.join(FakeVoiceChannel(20, make_guild(), [], send_fails=True))
-    (row,) = await mem.action_log(kind="voice_error")
+    (row,) = await mem.admin.action_log(kind="voice_error")
     assert row.guild_id == str(GUILD) and "privacy notice" in row.message
     assert row.detail == {"stage": "join", "channel_id": "20", "error": "VoiceJoinError"}
 
@@ -269,14 +269,14 @@ async def test_join_failures_and_a_stopped_receiver_are_logged_as_voice_errors(
     await manager.join(channel)
     await asyncio.to_thread(channel.vc.after, RuntimeError("router died"))  # type: ignore[union-attr]
     assert await eventually(lambda: _voice_errors(mem, 2))
-    newest = (await mem.action_log(kind="voice_error"))[0]
+    newest = (await mem.admin.action_log(kind="voice_error"))[0]
     assert "router died" in newest.message and newest.detail is not None
     assert newest.detail["stage"] == "receive" and newest.detail["channel_id"] == "21"
     await manager.close()
 
 
 async def _voice_errors(mem: Any, n: int) -> bool:
-    return len(await mem.action_log(kind="voice_error")) == n
+    return len(await mem.admin.action_log(kind="voice_error")) == n
 
 
 def test_dave_health() -> None:

@@ -502,7 +502,7 @@ async def test_stt_failures_are_logged_as_voice_errors_at_most_once_a_minute(
     await pipe.start()
     feed_turn(pipe, clock, {11: (0, 20), 22: (40, 60)}, 100)
     assert await eventually(lambda: pipe.stats["stt_errors"] == 2)
-    (row,) = await mem.action_log(kind="voice_error")
+    (row,) = await mem.admin.action_log(kind="voice_error")
     assert row.guild_id == "1" and "provider down" in row.message
     assert row.detail is not None and row.detail["stage"] == "stt"
     assert (row.detail["channel_id"], row.detail["errors"]) == ("2", 1)
@@ -510,7 +510,7 @@ async def test_stt_failures_are_logged_as_voice_errors_at_most_once_a_minute(
     feed_turn(pipe, clock, {33: (0, 20)}, 40)
     await pipe.close()
     assert pipe.stats["stt_errors"] == 3
-    newest = (await mem.action_log(kind="voice_error"))[0]
+    newest = (await mem.admin.action_log(kind="voice_error"))[0]
     assert newest.id != row.id and newest.detail is not None
     assert newest.detail["errors"] == 2  # the one held back, and this one
 

@@ -57,7 +57,7 @@ class Listener(commands.Cog):
         new_members = {k: v for k, v in members.items() if self._named.get((guild_id, k)) != v}
         if not new_channels and not new_members:
             return
-        await self.bot.memory.set_names(
+        await self.bot.memory.guilds.set_names(
             guild_id, guild_name=guild_name, channels=new_channels, members=new_members
         )
         for k, v in new_channels.items():

@@ -28,10 +28,7 @@ from bot.cogs.answers import (
     send_answer,
 )
 from bot.convert import visible_channel_ids
-from memory.engine import Memory
-from memory.errors import InvalidInput
-from memory.guild_settings import SETTINGS
-from memory.models import LORE_SUBJECT, Fact, Hit, Trace
+from memory import GUILD_SETTINGS, LORE_SUBJECT, Fact, Hit, InvalidInput, Memory, Trace
 
 if TYPE_CHECKING:
     from bot.voice.service import VoiceManager
@@ -41,7 +38,10 @@ ABOUT_LIMIT = 15
 
 
 async def _names(memory: Memory, guild: discord.Guild) -> dict[str, str]:
-    names = {str(m["user_id"]): str(m["display_name"]) for m in await memory.members(str(guild.id))}
+    names = {
+        str(m["user_id"]): str(m["display_name"])
+        for m in await memory.guilds.members(str(guild.id))
+    }
     for m in guild.members:
         names[str(m.id)] = m.display_name
     names[LORE_SUBJECT] = "server lore"
@@ -99,7 +99,7 @@ async def about_member(
     memory: Memory, guild: discord.Guild, asker: discord.Member, target: discord.abc.User
 ) -> Answer:
     visible = visible_channel_ids(guild, asker)
-    facts = await memory.list_facts(str(guild.id), subject=str(target.id), limit=200)
+    facts = await memory.facts.find(str(guild.id), subject=str(target.id), limit=200)
     shown = [f for f in facts if f.channel_id is None or f.channel_id in visible]
     name = getattr(target, "display_name", None) or target.name
     if not shown:
@@ -154,10 +154,10 @@ async def why_last_reply(
     memory: Memory, guild: discord.Guild, channel: Any, member: discord.Member
 ) -> Answer:
     gid = str(guild.id)
-    message_id = await memory.last_traced_message(gid, str(channel.id))
+    message_id = await memory.traces.last_traced(gid, str(channel.id))
     if message_id is None:
         return Answer("I haven't used or written any memory for a reply in this channel.")
-    traces = await memory.traces_for_message(gid, message_id)
+    traces = await memory.traces.for_message(gid, message_id)
     visible = visible_channel_ids(guild, member)
     shown: list[Trace] = []
     hidden = 0
@@ -184,7 +184,7 @@ async def why_last_reply(
 
 async def _trace_visible(memory: Memory, gid: str, t: Trace, visible: set[str]) -> bool:
     if t.fact_id is not None:
-        fact: Fact | None = await memory.get_fact(gid, t.fact_id)
+        fact: Fact | None = await memory.facts.get(gid, t.fact_id)
         return fact is None or fact.channel_id is None or fact.channel_id in visible
     ref = (t.score_parts or {}).get("ref")
     if isinstance(ref, str):
@@ -207,12 +207,12 @@ async def change_setting(
         # "default" clears the guild's value (Discord cannot send an empty option).
         stored = None if value.strip().lower() in ("default", "reset") else value
         try:
-            await memory.set_guild_setting(gid, key, stored, actor=f"user:{member.id}")
+            await memory.guilds.set_setting(gid, key, stored, actor=f"user:{member.id}")
         except InvalidInput as exc:
             return Answer(f"Not changed: {exc}")
-    current = await memory.guild_settings(gid)
+    current = await memory.guilds.settings(gid)
     lines = []
-    for spec in SETTINGS:
+    for spec in GUILD_SETTINGS:
         v = getattr(current, spec.key, None)
         if isinstance(v, frozenset):
             v = ", ".join(sorted(v)) or "(none)"
@@ -230,7 +230,7 @@ async def voice_consent(
     if voice is not None:
         await (voice.opt_out if opt_out else voice.opt_in)(guild_id, user_id)
     else:
-        await memory.set_voice_opt_out(str(guild_id), str(user_id), opt_out)
+        await memory.guilds.set_voice_opt_out(str(guild_id), str(user_id), opt_out)
     if opt_out:
         return Answer(
             "Done: from now on I ignore your voice in this server before it is transcribed, "
@@ -273,7 +273,7 @@ def forget_member_prompt(
 
 
 SCOPES = [app_commands.Choice(name=n, value=n) for n in ("facts", "messages", "all")]
-SETTING_KEYS = [app_commands.Choice(name=s.key, value=s.key) for s in SETTINGS]
+SETTING_KEYS = [app_commands.Choice(name=s.key, value=s.key) for s in GUILD_SETTINGS]
 
 
 class MemoryCommands(commands.Cog):

@@ -83,7 +83,7 @@ class Replies(commands.Cog):
         if message.type not in INGESTED_TYPES:
             return
         try:
-            settings = await self.bot.memory.guild_settings(str(message.guild.id))
+            settings = await self.bot.memory.guilds.settings(str(message.guild.id))
             if not self.addressed(message, settings.reply_mode):
                 return
         except Exception:
@@ -145,7 +145,7 @@ class Replies(commands.Cog):
         if result is None or not (result.retrieved or result.stored):
             return
         try:
-            await self.bot.memory.record_traces(
+            await self.bot.memory.traces.record(
                 gid,
                 str(message.channel.id),
                 str(message.id),
@@ -181,7 +181,7 @@ class Replies(commands.Cog):
     ) -> None:
         log.warning("%s for message %s: %s", what, message.id, exc)
         try:
-            await self.bot.memory.log_action(
+            await self.bot.memory.admin.log_action(
                 "bot_error",
                 f"{what}: {str(exc)[:300]}",
                 guild_id=gid,

@@ -30,7 +30,7 @@ from bot.cogs.answers import (
     send_answer,
 )
 from bot.voice.service import VoiceJoinError, VoiceManager
-from memory.engine import Memory
+from memory import Memory
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ async def leave_voice(bot: GuildloreBot, guild: discord.Guild, member: discord.M
 async def voice_status(
     memory: Memory, manager: VoiceManager | None, unavailable: str, guild: discord.Guild
 ) -> Answer:
-    opted_out = sum(1 for g, _ in await memory.voice_opt_outs() if g == str(guild.id))
+    opted_out = sum(1 for g, _ in await memory.guilds.voice_opt_outs() if g == str(guild.id))
     tail = f"{opted_out} member{'s' if opted_out != 1 else ''} opted out of voice here."
     if manager is None:
         return Answer(f"**Voice:** off — {unavailable}.\n{tail}")

@@ -29,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.settings import Settings
-    from memory.engine import Memory
+    from memory import Memory
 
 
 class CliError(Exception):
@@ -83,22 +83,6 @@ def load_cli_settings(
         raise CliError(exc.report(), code=2) from exc
 
 
-def build_extractor(settings: Settings) -> tuple[Any, Any]:
-    """(openai client or None, extractor or None for the offline rules)."""
-    llm = settings.llm_config()
-    client = None
-    if llm.enabled:
-        from memory.llm import make_openai_client
-
-        client = make_openai_client(llm)
-    extractor = None
-    if settings.use_llm_extractor and client is not None:
-        from memory.extract.llm import LLMExtractor
-
-        extractor = LLMExtractor(client, llm.extract_model or llm.chat_model, llm.timeout_s)
-    return client, extractor
-
-
 @contextlib.asynccontextmanager
 async def open_memory(
     settings: Settings,
@@ -108,51 +92,26 @@ async def open_memory(
     drain_timeout: float | None = None,
 ) -> AsyncIterator[Memory]:
     """The engine for ``settings``; closed (drained, snapshot written) on exit."""
-    from memory.engine import Memory
-    from memory.errors import MemoryError_
+    from memory import GuildloreError, Memory, build_clients
 
-    client, extractor = build_extractor(settings)
-    if extractor is None:
-        from memory.extract.rules.extractor import RuleExtractor
-
-        extractor = RuleExtractor()
-    memory = Memory(
-        settings.memory_config(),
-        extractor=extractor,
-        embedding_client=client,
-        env_embedding_model=settings.embedding_default_model,
-        embedder=embedder,
-    )
-    try:
-        if ingest:
-            await memory.start()
-        else:
-            await _open_without_ingest(memory)
-    except MemoryError_ as exc:
-        raise CliError(f"cannot open the memory database: {exc}") from exc
-    try:
-        yield memory
-    finally:
-        if ingest:
+    async with build_clients(
+        settings.llm_config(), use_llm_extractor=settings.use_llm_extractor
+    ) as clients:
+        try:
+            memory = await Memory.open(
+                settings.memory_config(),
+                extractor=clients.extractor,
+                embedding_client=clients.openai,
+                env_embedding_model=settings.embedding_default_model,
+                embedder=embedder,
+                ingest=ingest,
+            )
+        except GuildloreError as exc:
+            raise CliError(f"cannot open the memory database: {exc}") from exc
+        try:
+            yield memory
+        finally:
             await memory.close(drain_timeout=drain_timeout)
-        else:
-            await memory.embeddings.stop()
-            await memory.db.close()
-        if client is not None:
-            with contextlib.suppress(Exception):
-                await client.close()
-
-
-async def _open_without_ingest(memory: Memory) -> None:
-    # What Memory.start() does minus the queue, its workers and the replay:
-    # the database (migrated) and each guild's embedding model.
-    from memory.embed.service import GUILD_MODEL_KEY
-    from memory.store import ops as store_ops
-
-    await memory.db.open()
-    stored = await memory.db.read(store_ops.all_guild_settings)
-    for gid, values in stored.items():
-        memory.embeddings.set_guild_model(gid, values.get(GUILD_MODEL_KEY))
 
 
 def describe_paths(settings: Settings) -> str:
@@ -253,6 +212,10 @@ class Progress:
             return
         self._last_draw = now
         self._draw()
+
+    def set_note(self, text: str) -> None:
+        """Change the note (the bar itself is redrawn at its own pace)."""
+        self.update(self.done, self.messages, text)
 
     def _draw(self) -> None:
         text = self.line()

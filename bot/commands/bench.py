@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from evals import locomo
-    from memory.embed.local import LocalMiniLMEmbedder
+    from memory import LocalMiniLMEmbedder
 
     if not getattr(args, "verbose", False):
         logging.getLogger().setLevel(logging.WARNING)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from bot.commands._common import CliError, Progress, reports_errors
 
 if TYPE_CHECKING:
-    from memory.engine import Memory
+    from memory import Memory
 
 DEFAULT_PORT = 8080
 EXAMPLES = 4
@@ -77,22 +77,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, data_dir: Path, started: float) -> int:
-    from bot.commands.import_ import StopSignal, import_files
-    from memory.config import MemoryConfig
-    from memory.engine import Memory
-    from memory.errors import ConfigError
-    from memory.extract.rules.extractor import RuleExtractor
-    from memory.importer.reader import read_header
+    from bot.commands.import_ import stop_on_signals
+    from memory import (
+        ConfigError,
+        ImportStop,
+        Memory,
+        MemoryConfig,
+        RuleExtractor,
+        import_files,
+        read_header,
+    )
 
     sample = sample_path()
     guild_id = read_header(sample).guild_id or ""
-    stop = StopSignal()
+    stop = ImportStop()
     loop = asyncio.get_running_loop()
     err = sys.stderr
     print(
         f"guildlore demo: data dir {data_dir} (offline: rule extractor, local embeddings)", file=err
     )
-    with stop.installed(loop):
+    with stop_on_signals(stop, loop):
         memory = await Memory.open(MemoryConfig.for_data_dir(data_dir), extractor=RuleExtractor())
         runner: Any = None
         try:
@@ -220,8 +224,10 @@ async def example_queries(
     memory: Memory, guild_id: str, wanted: int = EXAMPLES
 ) -> list[tuple[str, int, str]]:
     """(query, hits, top hit text) for a few queries taken from real facts and checked."""
-    facts = await memory.list_facts(guild_id, limit=200)
-    names = {m["user_id"]: m.get("display_name") or "" for m in await memory.members(guild_id)}
+    facts = await memory.facts.find(guild_id, limit=200)
+    names = {
+        m["user_id"]: m.get("display_name") or "" for m in await memory.guilds.members(guild_id)
+    }
     # Higher confidence first; one example per person and per fact type where possible.
     # Ties by the source message's place in the history, not by fact id: ids
     # follow the order concurrent batches finished in, so the printed examples

@@ -1,11 +1,9 @@
 """``guildlore import PATH...``: DiscordChatExporter exports and raw API arrays.
 
-Every message goes through ``Memory.ingest_message`` — the live path — with
-``source="import"`` and its original timestamp, so journals land on the days
-the messages were written. ``backpressure=True`` makes the reader wait for
-queue room instead of dropping, and the reader also waits while too many
-accepted messages are unprocessed (queued or in a worker's hands) or unembedded,
-so memory stays bounded however large the file.
+The engine does the import (``memory.import_files``: the live ingest path,
+bounded however large the file, facts embedded before message vectors; see
+its module doc). This command finds the files, shows a progress bar, turns
+Ctrl-C/SIGTERM into the engine's stop requests and prints the report.
 
 Re-running an import is a no-op for messages already processed (ingest
 de-duplicates by id). Messages accepted but not processed when the run ended
@@ -16,10 +14,6 @@ A file that cannot be read (truncated, malformed, wrong schema) is reported
 with its byte position; what was read before the error is imported and
 settled, the other files still run, and the exit status is 1.
 Exit status 130 after Ctrl-C/SIGTERM.
-
-This module reads the files, feeds the engine and waits for it to settle; what
-the run tallies and prints (``ImportReport``, peak memory) lives in
-``bot.commands.import_report`` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -30,8 +24,7 @@ import contextlib
 import json
 import signal
 import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,21 +37,11 @@ from bot.commands._common import (
     open_memory,
     reports_errors,
 )
-from bot.commands.import_report import ImportReport, error_text, peak_rss_mib, progress_note
+from bot.commands.import_report import peak_rss_mib, summary
 
 if TYPE_CHECKING:
-    from memory.engine import Memory
-    from memory.importer.reader import ImportRecord
+    from memory import ImportStop
 
-# Records handed to the engine at once: enough for its group commit to batch
-# the inbox writes, small enough that Ctrl-C is answered at once.
-CHUNK = 256
-# The reader pauses while more than this many facts/messages wait for a vector,
-EMBED_BACKLOG_MAX = 2_000
-# or while more than this many accepted messages wait to be processed (queued
-# or taken by a worker). The queue's own capacity bounds only the first; this
-# keeps memory bounded whatever the engine holds in flight.
-PROCESS_BACKLOG_MAX = 2_048
 EXIT_INTERRUPTED = 130
 
 
@@ -92,257 +75,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_argument(parser)
 
 
-class StopSignal:
-    """First Ctrl-C/SIGTERM: stop reading, finish what was accepted. Second: stop now."""
-
-    def __init__(self) -> None:
-        self.requested = asyncio.Event()
-        self.forced = False
-        self.on_request: Any = None
-
-    def trigger(self) -> None:
-        if self.requested.is_set():
-            self.forced = True
-            if self.on_request is not None:
-                self.on_request(True)
-            return
-        self.requested.set()
-        if self.on_request is not None:
-            self.on_request(False)
-
-    @contextlib.contextmanager
-    def installed(self, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
-        sigs = (signal.SIGINT, signal.SIGTERM)
-        added: list[signal.Signals] = []
-        for sig in sigs:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self.trigger)
-                added.append(sig)
-        try:
-            yield
-        finally:
-            for sig in added:
-                loop.remove_signal_handler(sig)
-
-
-def _take(
-    it: Iterator[ImportRecord], n: int
-) -> tuple[list[ImportRecord], BaseException | None, bool]:
-    """Up to ``n`` records (run in a thread); a read error after some records keeps them."""
-    from memory.errors import ImportFormatError
-
-    out: list[ImportRecord] = []
+@contextlib.contextmanager
+def stop_on_signals(stop: ImportStop, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """Ctrl-C/SIGTERM trigger ``stop`` (first: finish what was accepted; second: now)."""
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    added: list[signal.Signals] = []
+    for sig in sigs:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.trigger)
+            added.append(sig)
     try:
-        for _ in range(n):
-            out.append(next(it))
-    except StopIteration:
-        return out, None, True
-    except (ImportFormatError, OSError) as exc:
-        return out, exc, True
-    return out, None, False
-
-
-async def import_files(
-    memory: Memory,
-    paths: Sequence[Path],
-    *,
-    default_guild_id: str | None = None,
-    progress: Progress | None = None,
-    stop: StopSignal | None = None,
-    settle_timeout: float | None = None,
-) -> ImportReport:
-    """Import ``paths`` into ``memory`` and wait until it is processed (see module doc)."""
-    from memory.importer.reader import ImportStats
-
-    started = time.monotonic()
-    before = memory.counters()
-    vectors_before = (memory.embeddings.stats.fact_vectors, memory.embeddings.stats.message_vectors)
-    report = ImportReport(stats=ImportStats())
-    stop = stop or StopSignal()
-    guilds: set[str] = set()
-    embeddings = memory.embeddings
-    # Facts first: message vectors would otherwise queue ahead of the facts'
-    # (they are 99% of the embedding work) and hold the reader back.
-    deferred_before, embeddings.defer_messages = embeddings.defer_messages, True
-    # The import is what the person at the terminal is waiting for: its
-    # embedding runs at normal priority (see EmbeddingService.low_priority).
-    niced_before, embeddings.low_priority = embeddings.low_priority, False
-    try:
-        try:
-            await _read_all(memory, paths, report, stop, progress, default_guild_id, guilds)
-            report.interrupted = stop.requested.is_set()
-            report.settled = await _settle(memory, stop, progress, settle_timeout)
-        finally:
-            embeddings.defer_messages = deferred_before
-        report.ready_seconds = time.monotonic() - started
-        if report.settled and not report.interrupted:
-            report.message_vectors_pending = not await _embed_messages(
-                memory, sorted(guilds), stop, progress
-            )
-            report.interrupted = stop.requested.is_set()
-        else:
-            report.message_vectors_pending = True
+        yield
     finally:
-        embeddings.low_priority = niced_before
-    report.seconds = time.monotonic() - started
-    after = memory.counters()
-    for name, key in (
-        ("facts_added", "facts_added"),
-        ("facts_updated", "facts_updated"),
-        ("extract_errors", "extract_errors"),
-        ("dropped", "ingest_dropped"),
-    ):
-        setattr(report, name, int(after[key]) - int(before[key]))
-    stats = memory.embeddings.stats
-    report.fact_vectors = stats.fact_vectors - vectors_before[0]
-    report.message_vectors = stats.message_vectors - vectors_before[1]
-    return report
-
-
-async def _read_all(
-    memory: Memory,
-    paths: Sequence[Path],
-    report: ImportReport,
-    stop: StopSignal,
-    progress: Progress | None,
-    default_guild_id: str | None,
-    guilds: set[str],
-) -> None:
-    """Read every file into the ingest path; ``guilds`` collects the guild ids seen."""
-    from memory.errors import ImportFormatError
-    from memory.importer.reader import ImportStats, iter_export, read_header
-
-    done_bytes = 0
-    read_messages = 0
-
-    def show(position: int, note: str | None = None, force: bool = False) -> None:
-        if progress is not None:
-            progress.update(done_bytes + position, read_messages, note, force=force)
-
-    for path in paths:
-        if stop.requested.is_set():
-            break
-        file_stats = ImportStats()
-        try:
-            size = path.stat().st_size
-            header = read_header(path)
-        except (ImportFormatError, OSError) as exc:
-            report.errors.append(error_text(exc, path))
-            if progress is not None:
-                progress.message(f"error: {error_text(exc, path)}")
-            continue
-        if header.guild_id and header.channel_id and header.guild_id != "0":
-            await memory.set_names(
-                header.guild_id,
-                guild_name=header.guild_name or None,
-                channels={header.channel_id: header.channel_name} if header.channel_name else None,
-            )
-        members: dict[str, dict[str, str]] = {}
-        it = iter_export(path, default_guild_id=default_guild_id)
-        position = 0
-        try:
-            while not stop.requested.is_set():
-                records, error, finished = await asyncio.to_thread(_take, it, CHUNK)
-                messages = []
-                for rec in records:
-                    file_stats.add(rec)
-                    if rec.message is not None:
-                        messages.append(rec.message)
-                        m = rec.message
-                        members.setdefault(m.guild_id or "", {})[m.author_id] = m.author_name
-                if records:
-                    position = records[-1].position
-                if messages:
-                    outcomes = await asyncio.gather(
-                        *(memory.ingest_message(m, backpressure=True) for m in messages)
-                    )
-                    for out in outcomes:
-                        if out.status == "queued":
-                            if out.reason == "resumed":
-                                report.resumed += 1
-                            else:
-                                report.new += 1
-                        elif out.status == "duplicate":
-                            report.already += 1
-                        else:
-                            report.rejected[(out.reason or "rejected")[:60]] += 1
-                    read_messages += len(messages)
-                show(position)
-                if error is not None:
-                    text = error_text(error, path)
-                    report.errors.append(text)
-                    if progress is not None:
-                        progress.message(f"error: {text}")
-                    break
-                if finished:
-                    position = size
-                    break
-                await _wait_for_backlog(memory, stop)
-        finally:
-            if hasattr(it, "close"):
-                await asyncio.to_thread(it.close)
-        file_stats.file_done(position)
-        report.stats.merge(file_stats)
-        done_bytes += position  # the whole size unless stopped or broken part-way
-        for gid, names in members.items():
-            if gid and names:
-                guilds.add(gid)
-                await memory.set_names(gid, members=names)
-        show(0, force=True)
-
-
-def _backlogged(memory: Memory) -> bool:
-    c = memory.counters()
-    unprocessed = int(c["queue_depth"]) + int(c["queue_in_flight"])
-    return unprocessed > PROCESS_BACKLOG_MAX or int(c["embedding_backlog"]) > EMBED_BACKLOG_MAX
-
-
-async def _wait_for_backlog(memory: Memory, stop: StopSignal) -> None:
-    # The engine has no "backlog below N" event; poll, but wake at once on Ctrl-C.
-    while _backlogged(memory):
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.requested.wait(), timeout=0.02)
-        if stop.requested.is_set():
-            return
-
-
-async def _settle(
-    memory: Memory, stop: StopSignal, progress: Progress | None, timeout: float | None
-) -> bool:
-    """Wait until every accepted message is processed and embedded (or a second Ctrl-C)."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not stop.forced:
-        if await memory.settle(timeout=0.5):
-            return True
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
-        c = memory.counters()
-        queued = int(c["queue_depth"]) + int(c["queue_in_flight"])
-        progress_note(
-            progress, f"finishing: {queued} to process, {c['embedding_backlog']} to embed"
-        )
-    return False
-
-
-async def _embed_messages(
-    memory: Memory, guild_ids: Sequence[str], stop: StopSignal, progress: Progress | None
-) -> bool:
-    """Embed the imported guilds' messages that have no vector yet; False if
-    Ctrl-C stopped it first (the rest is found by the next import or reindex)."""
-
-    def show(kind: str, n: int) -> None:
-        progress_note(progress, f"embedding messages: {n:,} done")
-
-    await memory.embeddings.reindex(
-        guild_ids, progress=show, include_facts=False, should_stop=stop.requested.is_set
-    )
-    return not stop.requested.is_set()
+        for sig in added:
+            loop.remove_signal_handler(sig)
 
 
 @reports_errors
 def run(args: argparse.Namespace) -> int:
-    from memory.errors import InvalidInput
-    from memory.importer.reader import iter_paths
+    from memory import InvalidInput, iter_paths
 
     settings = load_cli_settings(
         args,
@@ -358,9 +109,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> int:
+    from memory import ImportStop, import_files
+
     total = sum(p.stat().st_size for p in paths)
     progress = Progress(total)
-    stop = StopSignal()
+    stop = ImportStop()
 
     def announce(forced: bool) -> None:
         if forced:
@@ -386,7 +139,7 @@ async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> i
         file=sys.stderr,
     )
     loop = asyncio.get_running_loop()
-    with stop.installed(loop):
+    with stop_on_signals(stop, loop):
         async with open_memory(settings, ingest=True, drain_timeout=0.1) as memory:
             report = await import_files(
                 memory, paths, default_guild_id=args.guild, progress=progress, stop=stop
@@ -396,7 +149,7 @@ async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> i
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     else:
-        print(report.summary())
+        print(summary(report))
     for err in report.errors:
         print(f"guildlore import: error: {err}", file=sys.stderr)
     if report.errors:

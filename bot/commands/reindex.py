@@ -65,24 +65,25 @@ async def _main(settings: Any) -> int:
         err.write(("\r" + line) if tty else line + "\n")
         err.flush()
 
-    from memory.errors import MemoryError_
+    from memory import GuildloreError
 
     async with open_memory(settings, ingest=False) as memory:
-        memory.embeddings.low_priority = False  # a foreground command: nothing to yield to
         try:
-            totals = await memory.reindex(progress=progress)
-        except MemoryError_ as exc:
+            # A foreground command: nothing to yield the cores to.
+            report = await memory.admin.reindex(progress=progress, foreground=True)
+        except GuildloreError as exc:
             raise CliError(f"guildlore reindex: {exc} (run it again to continue)", 1) from exc
-        errors = memory.embeddings.stats.errors
-        last_error = memory.embeddings.stats.last_error
     if tty and last[0]:
         err.write("\n")
     took = time.monotonic() - started
     print(
-        f"Reindexed in {took:.1f} s: {totals.get('facts', 0)} fact vectors and "
-        f"{totals.get('messages', 0)} message vectors written."
+        f"Reindexed in {took:.1f} s: {report.facts} fact vectors and "
+        f"{report.messages} message vectors written."
     )
-    if errors:
-        print(f"guildlore reindex: {errors} embedding errors; last: {last_error}", file=err)
+    if report.errors:
+        print(
+            f"guildlore reindex: {report.errors} embedding errors; last: {report.last_error}",
+            file=err,
+        )
         return 1
     return 0

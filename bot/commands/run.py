@@ -31,10 +31,10 @@ def run(args: argparse.Namespace) -> int:
     if not fake and not settings.discord_token:
         print(runtime.NO_TOKEN_MESSAGE, file=sys.stderr)
         return 2
-    from memory.errors import MemoryError_
+    from memory import GuildloreError
 
     try:
         return asyncio.run(runtime.main(settings, fake_gateway=fake))
-    except MemoryError_ as exc:  # the engine refused to start (storage, embedding model …)
+    except GuildloreError as exc:  # the engine refused to start (storage, embedding model …)
         print(f"guildlore run: {exc}", file=sys.stderr)
         return 1

@@ -24,7 +24,7 @@ from bot.commands._common import (
 )
 
 if TYPE_CHECKING:
-    from memory.models import Hit
+    from memory import Hit
 
 MAX_LINES = 3  # of a hit's text in the table (--json has it whole)
 
@@ -129,9 +129,10 @@ async def _main(args: argparse.Namespace, settings: Any) -> int:
             args.guild, args.query, channel_id=args.channel, limit=args.limit, scope=args.scope
         )
         names = {
-            m["user_id"]: m.get("display_name") or "" for m in await memory.members(args.guild)
+            m["user_id"]: m.get("display_name") or ""
+            for m in await memory.guilds.members(args.guild)
         }
-        known = {g["guild_id"] for g in await memory.guilds()}
+        known = {g["guild_id"] for g in await memory.guilds.overview()}
     if args.json:
         print(
             json.dumps(

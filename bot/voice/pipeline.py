@@ -35,9 +35,7 @@ from bot.voice.segmenter import SpeakerSegmenter
 from bot.voice.stt import Transcriber
 from bot.voice.types import FRAME_BYTES, Segment, VoiceSettings
 from bot.voice.vad import FrameVad, WebRtcVad
-from memory.clock import Clock, iso, system_clock
-from memory.models import IncomingMessage
-from memory.throttle import Throttle
+from memory import Clock, IncomingMessage, Throttle, iso, system_clock
 
 log = logging.getLogger(__name__)
 

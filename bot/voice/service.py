@@ -28,7 +28,7 @@ from bot.voice.pipeline import IngestFn, MonotonicClock, VoiceErrorReport, Voice
 from bot.voice.stt import Transcriber
 from bot.voice.types import VoiceSettings
 from bot.voice.vad import FrameVad
-from memory.clock import Clock, iso, system_clock
+from memory import Clock, iso, system_clock
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +78,10 @@ def memory_consent_store(memory: Any) -> tuple[OptOutLoader, OptOutSaver]:
     """Opt-out persistence on the engine's ``voice_opt_outs`` table (kept by ``forget``)."""
 
     async def load(guild_id: int) -> list[int]:
-        return [int(u) for g, u in await memory.voice_opt_outs() if g == str(guild_id)]
+        return [int(u) for g, u in await memory.guilds.voice_opt_outs() if g == str(guild_id)]
 
     async def save(guild_id: int, user_id: int, opted_out: bool) -> None:
-        await memory.set_voice_opt_out(str(guild_id), str(user_id), opted_out)
+        await memory.guilds.set_voice_opt_out(str(guild_id), str(user_id), opted_out)
 
     return load, save
 
@@ -90,7 +90,7 @@ def voice_error_log(memory: Any) -> VoiceErrorReport:
     """Voice failures as ``voice_error`` rows of the engine's action log."""
 
     async def report(guild_id: int, message: str, detail: dict[str, Any]) -> None:
-        await memory.log_action("voice_error", message, guild_id=str(guild_id), detail=detail)
+        await memory.admin.log_action("voice_error", message, guild_id=str(guild_id), detail=detail)
 
     return report
 

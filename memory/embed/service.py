@@ -15,9 +15,6 @@ import contextlib
 import hashlib
 import itertools
 import logging
-import os
-import sys
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -37,32 +34,20 @@ from memory.embed.base import (
     vector_to_blob,
 )
 from memory.embed.query_cache import QueryCache
+from memory.embed.threads import lower_thread_priority
 from memory.errors import ConfigError, EmbeddingError
 from memory.models import Fact
+from memory.store import pending_vectors
 from memory.store import vectors as store_vectors
 from memory.store.db import Database
 
 log = logging.getLogger(__name__)
 
 GUILD_MODEL_KEY = "embedding_model"
-# Background embedding runs this much "nicer" than the rest of the process: on
-# a small machine the local model would otherwise take every core from the
-# event loop and the database writer, and acknowledgements would wait on it.
-BACKGROUND_NICE = 10
 BACKLOG_CALL_MAX = 256  # texts per background embedding call
 MESSAGE_BACKFILL_WINDOW = 2048  # messages read and length-sorted together when back-filling
 MESSAGE_BACKFILL_CALL = 256  # texts per embedding call when back-filling
 QUERY_CACHE_SIZE = 512
-
-
-def _lower_priority() -> None:
-    """Thread initializer: lower this thread's CPU priority (Linux: per thread;
-    threads it starts, such as onnxruntime's pool, inherit it)."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + BACKGROUND_NICE)
 
 
 @dataclass
@@ -325,7 +310,9 @@ class EmbeddingService:
         model = self.model_for_guild(guild_id)
         if model is None or not message_ids:
             return 0
-        rows = await self.db.read(_messages_needing, guild_id, model, list(message_ids))
+        rows = await self.db.read(
+            pending_vectors.messages_without_vector, guild_id, model, list(message_ids)
+        )
         return await self._embed_message_rows(guild_id, model, rows)
 
     async def _embed_message_rows(
@@ -363,7 +350,7 @@ class EmbeddingService:
             return await emb.embed(texts)
         if self._background_pool is None:
             self._background_pool = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="embed-bg", initializer=_lower_priority
+                max_workers=1, thread_name_prefix="embed-bg", initializer=lower_thread_priority
             )
         loop = asyncio.get_running_loop()
         result: np.ndarray = await loop.run_in_executor(self._background_pool, compute, texts)
@@ -462,7 +449,11 @@ class EmbeddingService:
         after = 0
         while not stopping():
             rows = await self.db.read(
-                _guild_messages_missing, gid, model, MESSAGE_BACKFILL_WINDOW, after
+                pending_vectors.guild_messages_without_vector,
+                gid,
+                model,
+                MESSAGE_BACKFILL_WINDOW,
+                after,
             )
             if not rows:
                 break
@@ -492,42 +483,13 @@ def _facts_needing(
     con: Any, guild_id: str, model: str, ids: list[int]
 ) -> list[tuple[int, str, str, str | None]]:
     """Active facts among ``ids`` whose stored vector is missing or stale."""
-    marks = ",".join("?" * len(ids))
-    rows = con.execute(
-        "SELECT f.id, f.fact_type, f.fact, f.evidence_text, v.content_hash FROM memory_facts f "
-        "LEFT JOIN memory_fact_vectors v ON v.fact_id = f.id AND v.model = ? "
-        f"WHERE f.guild_id = ? AND f.id IN ({marks}) AND f.is_active = 1",
-        [model, guild_id, *ids],
-    ).fetchall()
     out = []
-    for r in rows:
-        if r[4] is not None and r[4] == content_hash(fact_embedding_text(r[1], r[2], r[3])):
+    for fid, ftype, text, evidence, stored_hash in pending_vectors.fact_rows_with_hash(
+        con, guild_id, model, ids
+    ):
+        if stored_hash is not None and stored_hash == content_hash(
+            fact_embedding_text(ftype, text, evidence)
+        ):
             continue  # hash before you pay: the text did not change
-        out.append((int(r[0]), r[1], r[2], r[3]))
+        out.append((fid, ftype, text, evidence))
     return out
-
-
-def _messages_needing(con: Any, guild_id: str, model: str, ids: list[str]) -> list[tuple[int, str]]:
-    marks = ",".join("?" * len(ids))
-    rows = con.execute(
-        "SELECT m.seq, m.content FROM messages m "
-        "LEFT JOIN message_vectors v ON v.message_seq = m.seq AND v.model = ? "
-        f"WHERE m.guild_id = ? AND m.id IN ({marks}) AND v.message_seq IS NULL "
-        "AND length(trim(m.content)) >= 2",
-        [model, guild_id, *ids],
-    ).fetchall()
-    return [(int(r[0]), r[1]) for r in rows]
-
-
-def _guild_messages_missing(
-    con: Any, guild_id: str, model: str, limit: int, after_seq: int = 0
-) -> list[tuple[int, str]]:
-    rows = con.execute(
-        "SELECT m.seq, m.content FROM messages m "
-        "LEFT JOIN message_vectors v ON v.message_seq = m.seq AND v.model = ? "
-        "WHERE m.seq > ? AND m.guild_id = ? AND v.message_seq IS NULL "
-        "AND length(trim(m.content)) >= 2 "
-        "ORDER BY m.seq LIMIT ?",
-        (model, after_seq, guild_id, limit),
-    ).fetchall()
-    return [(int(r[0]), r[1]) for r in rows]

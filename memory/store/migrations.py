@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory.errors import MigrationError
+from memory.store import sqlite
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +257,15 @@ def applied(con: Any) -> list[str]:
         "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
     )
     return [row[0] for row in con.execute("SELECT name FROM _migrations ORDER BY rowid")]
+
+
+def recorded(con: Any) -> list[str]:
+    """The migrations a database records, without creating the table (read-only
+    connections; a file that is not guildlore's records none)."""
+    try:
+        return [row[0] for row in con.execute("SELECT name FROM _migrations ORDER BY rowid")]
+    except sqlite.Error:
+        return []
 
 
 def migrate(con: Any, *, upto: str | None = None) -> list[str]:

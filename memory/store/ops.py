@@ -267,6 +267,12 @@ def channels(con: Any, guild_id: str) -> list[dict[str, Any]]:
     return [dict(zip(r.keys(), tuple(r), strict=True)) for r in rows]
 
 
+def message_and_fact_counts(con: Any) -> tuple[int, int]:
+    messages = con.execute("SELECT count(*) FROM messages").fetchone()[0]
+    facts = con.execute("SELECT count(*) FROM memory_facts").fetchone()[0]
+    return int(messages), int(facts)
+
+
 def health_counts(con: Any) -> dict[str, Any]:
     active = con.execute("SELECT count(*) FROM memory_facts WHERE is_active = 1").fetchone()[0]
     total = con.execute("SELECT count(*) FROM memory_facts").fetchone()[0]

@@ -8,6 +8,8 @@ extension loading; it is a drop-in DB-API module. Everything else imports
 
 from __future__ import annotations
 
+import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ IntegrityError = driver.IntegrityError
 Row = driver.Row
 
 BUSY_TIMEOUT_MS = 10_000
+MIN_VERSION = (3, 35)  # RETURNING, and the FTS5 and JSON features the store uses
 
 
 def prepare_connection(con: Any, *, read_only: bool = False) -> None:
@@ -65,3 +68,70 @@ def versions(con: Any) -> dict[str, str]:
     except Error:
         fts5 = False
     return {"sqlite": sqlite_version, "sqlite_vec": vec_version, "fts5": "yes" if fts5 else "no"}
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What this interpreter's SQLite can do. An error field is None when the
+    feature works, or when it was not tried: sqlite-vec and FTS5 are not tried
+    without extension loading, secure-delete not without FTS5."""
+
+    version: str
+    driver: str
+    stdlib_loads_extensions: bool  # this Python's own sqlite3 (guildlore needs it not)
+    extension_error: str | None
+    vec_version: str | None
+    vec_error: str | None
+    fts5_error: str | None
+    secure_delete_error: str | None
+
+    @property
+    def version_ok(self) -> bool:
+        return tuple(int(p) for p in self.version.split(".")[:3]) >= MIN_VERSION
+
+
+def capabilities() -> Capabilities:
+    """Probe an in-memory database: extension loading, a sqlite-vec KNN query,
+    FTS5 and its secure-delete option."""
+    con = driver.connect(":memory:", isolation_level=None)
+    try:
+        found: dict[str, Any] = {
+            "version": con.execute("select sqlite_version()").fetchone()[0],
+            "driver": driver.__name__,
+            "stdlib_loads_extensions": hasattr(sqlite3.Connection, "enable_load_extension"),
+            "extension_error": None,
+            "vec_version": None,
+            "vec_error": None,
+            "fts5_error": None,
+            "secure_delete_error": None,
+        }
+        try:
+            con.enable_load_extension(True)
+            con.enable_load_extension(False)
+        except Exception as exc:
+            return Capabilities(**{**found, "extension_error": str(exc)})
+        try:
+            prepare_connection(con)
+            found["vec_version"] = con.execute("select vec_version()").fetchone()[0]
+            con.execute("create virtual table temp.v using vec0(e float[3])")
+            con.execute("insert into temp.v(rowid, e) values (1, '[1,0,0]'), (2, '[0,1,0]')")
+            nearest = con.execute(
+                "select rowid from temp.v where e match '[0.9,0.1,0]' and k = 1"
+            ).fetchone()[0]
+            if nearest != 1:
+                raise RuntimeError(f"KNN returned row {nearest}, expected 1")
+        except Exception as exc:
+            found["vec_error"] = str(exc)
+        try:
+            con.execute("create virtual table temp.f using fts5(x)")
+            con.execute("insert into temp.f(x) values ('hello world')")
+            con.execute("select rowid from temp.f where f match 'hello'").fetchall()
+        except Exception as exc:
+            return Capabilities(**{**found, "fts5_error": str(exc)})
+        try:
+            con.execute("insert into temp.f(f, rank) values ('secure-delete', 1)")
+        except Exception as exc:
+            found["secure_delete_error"] = str(exc)
+        return Capabilities(**found)
+    finally:
+        con.close()

@@ -1,0 +1,110 @@
+"""Installation checks for ``guildlore doctor``: a database file's schema state,
+the bundled embedding model, and an OpenAI-compatible endpoint.
+
+Each returns plain values for the caller to explain; what SQLite itself can do
+is ``memory.store.sqlite.capabilities`` (exported by the facade as
+``sqlite_capabilities``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from memory.config import LLMConfig
+from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
+from memory.llm import make_openai_client
+from memory.store import ops, sqlite
+from memory.store.migrations import MIGRATIONS, recorded
+
+
+@dataclass(frozen=True)
+class DatabaseStatus:
+    path: Path
+    size_bytes: int
+    known_migrations: int
+    pending: list[str]  # migrations the next start applies, in order
+    messages: int | None  # None: the database has no tables yet
+    facts: int | None
+
+
+def database_status(path: Path) -> DatabaseStatus | None:
+    """The schema state and size of the database at ``path`` (read-only); None
+    when there is no file yet."""
+    if not path.exists():
+        return None
+    con = sqlite.connect(path, read_only=True)
+    try:
+        done = set(recorded(con))
+        # The first migration creates the tables counted here.
+        counts = ops.message_and_fact_counts(con) if MIGRATIONS[0][0] in done else None
+    finally:
+        con.close()
+    return DatabaseStatus(
+        path=path,
+        size_bytes=path.stat().st_size,
+        known_migrations=len(MIGRATIONS),
+        pending=[name for name, _ in MIGRATIONS if name not in done],
+        messages=counts[0] if counts else None,
+        facts=counts[1] if counts else None,
+    )
+
+
+@dataclass(frozen=True)
+class LocalModelCheck:
+    """The bundled model embedding one sentence: ``error`` when it could not,
+    else ``valid`` tells whether the vector has the model's size and unit length."""
+
+    model: str
+    error: str | None
+    valid: bool = False
+    dims: int = 0
+    norm: float = 0.0
+    seconds: float = 0.0
+
+
+def check_local_model(threads: int) -> LocalModelCheck:
+    """Load the bundled model and embed a test sentence (blocking; a fraction of a second)."""
+    import numpy as np
+
+    started = time.perf_counter()
+    try:
+        emb = LocalMiniLMEmbedder(threads=threads)
+        emb.load()
+        vec = emb.embed_sync(["guildlore doctor test sentence"])
+    except Exception as exc:  # a broken install must be reported, not crash the check
+        return LocalModelCheck(LOCAL_MODEL_ID, str(exc))
+    took = time.perf_counter() - started
+    norm = float(np.linalg.norm(vec[0]))
+    return LocalModelCheck(
+        LOCAL_MODEL_ID,
+        None,
+        valid=vec.shape == (1, emb.dims) and abs(norm - 1.0) < 1e-3,
+        dims=int(vec.shape[1]),
+        norm=norm,
+        seconds=took,
+    )
+
+
+async def list_models(llm: LLMConfig, timeout_s: float) -> list[str]:
+    """The model ids the LLM endpoint lists (raises on transport or auth errors)."""
+    client = make_openai_client(llm)
+    try:
+        page = await asyncio.wait_for(client.models.list(), timeout_s)
+        return [m.id for m in page.data]
+    finally:
+        await client.close()
+
+
+async def embedding_dims(llm: LLMConfig, model: str, timeout_s: float) -> int:
+    """Embed one short text with ``model`` at the LLM endpoint; its dimensions."""
+    client = make_openai_client(llm)
+    try:
+        resp = await asyncio.wait_for(
+            client.embeddings.create(model=model, input=["guildlore doctor"]), timeout_s
+        )
+        return len(resp.data[0].embedding)
+    finally:
+        await client.close()

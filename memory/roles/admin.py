@@ -1,0 +1,222 @@
+"""``Memory.admin``: the action log, counters, health and re-indexing — what an
+operator watches and the jobs run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from memory.clock import Clock, iso
+from memory.config import MemoryConfig
+from memory.embed.service import EmbeddingService
+from memory.ingest.pipeline import BatchProcessor
+from memory.ingest.queue import IngestQueue
+from memory.models import ActionLogEntry
+from memory.roles.guilds import GuildOps
+from memory.snapshot import SnapshotRefresher
+from memory.store import ops as store_ops
+from memory.store.db import Database
+
+LOG_LIMIT_MAX = 500
+
+
+@dataclass
+class SearchStats:
+    """Retrieval latency (searches and prompt slices), for the dashboard and /metrics."""
+
+    calls: int = 0
+    ms_total: float = 0.0
+
+    def count(self, started: float) -> None:
+        """One call that began at ``time.perf_counter()`` value ``started``."""
+        self.calls += 1
+        self.ms_total += (time.perf_counter() - started) * 1000
+
+
+@dataclass(frozen=True)
+class ReindexReport:
+    """Vectors a re-index wrote, and the embedding errors it met (the last one's text)."""
+
+    facts: int
+    messages: int
+    errors: int
+    last_error: str | None
+
+
+class AdminOps:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        config: MemoryConfig,
+        clock: Clock,
+        queue: IngestQueue,
+        pipeline: BatchProcessor,
+        embeddings: EmbeddingService,
+        snapshot: SnapshotRefresher,
+        guilds: GuildOps,
+        search: SearchStats,
+        rejected: dict[str, int],
+    ) -> None:
+        self._db = db
+        self._config = config
+        self._clock = clock
+        self._queue = queue
+        self._pipeline = pipeline
+        self._embeddings = embeddings
+        self._snapshot = snapshot
+        self._guilds = guilds
+        self._search = search
+        self._rejected = rejected  # reason → count, kept by Memory.ingest_message
+
+    # -- the action log --------------------------------------------------------------------
+    async def log_action(
+        self,
+        kind: str,
+        message: str,
+        *,
+        guild_id: str | None = None,
+        subject: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        now = iso(self._clock())
+        await self._db.write(
+            lambda con: store_ops.log_action(
+                con, kind, message, now, guild_id=guild_id, subject=subject, detail=detail
+            )
+        )
+
+    async def action_log(
+        self,
+        *,
+        kind: str | None = None,
+        guild_id: str | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[ActionLogEntry]:
+        """Newest first; ``before_id`` pages."""
+        return list(
+            await self._db.read(
+                lambda con: store_ops.action_log(
+                    con,
+                    kind=kind,
+                    guild_id=guild_id,
+                    before_id=before_id,
+                    limit=max(1, min(LOG_LIMIT_MAX, limit)),
+                )
+            )
+        )
+
+    async def prune_action_log(self) -> int:
+        """Apply the action log's retention (``config.action_log``); returns rows deleted.
+        Deletes in chunks so a large backlog never holds the writer for long."""
+        cfg = self._config.action_log
+        older_than = (
+            iso(self._clock() - timedelta(days=cfg.keep_days)) if cfg.keep_days > 0 else None
+        )
+        if older_than is None and cfg.max_rows <= 0:
+            return 0
+        deleted = 0
+        while True:
+            n = await self._db.write(
+                lambda con: store_ops.prune_action_log(
+                    con, older_than=older_than, keep_rows=cfg.max_rows, limit=cfg.prune_chunk
+                )
+            )
+            deleted += n
+            if n < cfg.prune_chunk:
+                return deleted
+
+    # -- embeddings ----------------------------------------------------------------------------
+    async def reindex(
+        self,
+        progress: Callable[[str, int], None] | None = None,
+        *,
+        foreground: bool = False,
+    ) -> ReindexReport:
+        """Embed every fact and message of every guild that has no vector for its
+        guild's model. ``foreground``: a command someone waits for, so the
+        embedding is not niced like the live bot's background work."""
+        guild_ids = [g["guild_id"] for g in await self._guilds.overview()]
+        stats = self._embeddings.stats
+        errors_before = stats.errors
+        niced_before = self._embeddings.low_priority
+        if foreground:
+            self._embeddings.low_priority = False
+        try:
+            totals = await self._embeddings.reindex(guild_ids, progress=progress)
+        finally:
+            self._embeddings.low_priority = niced_before
+        errors = stats.errors - errors_before
+        return ReindexReport(
+            facts=totals["facts"],
+            messages=totals["messages"],
+            errors=errors,
+            last_error=stats.last_error if errors else None,
+        )
+
+    # -- counters and health ---------------------------------------------------------------------
+    def counters(self) -> dict[str, Any]:
+        q = self._queue.stats
+        p = self._pipeline.stats
+        e = self._embeddings.stats
+        search = self._search
+        return {
+            "queue_depth": self._queue.depth,
+            "queue_in_flight": self._queue.in_flight,
+            "queue_capacity": self._config.ingest.queue_capacity,
+            "ingest_accepted": q.accepted,
+            "ingest_duplicates": q.duplicates,
+            "ingest_rejected": q.rejected,
+            "ingest_dropped": q.dropped,
+            "ingest_processed": q.processed,
+            "ingest_replayed": q.replayed,
+            "ingest_failed_batches": q.failed_batches,
+            "last_drop_id": q.last_drop_id,
+            "extract_calls": p.extract_calls,
+            "extract_errors": p.extract_errors,
+            "extract_ms_avg": (p.extract_ms_total / p.extract_calls) if p.extract_calls else 0.0,
+            "facts_added": p.facts_added,
+            "facts_updated": p.facts_updated,
+            "candidates_rejected": p.candidates_rejected,
+            "guard_refused": p.guard_refused,
+            "journal_errors": p.journal_errors,
+            "embedding_calls": e.calls,
+            "embedding_errors": e.errors,
+            "embedding_backlog": self._embeddings.backlog,
+            "snapshot_runs": self._snapshot.runs,
+            "snapshot_errors": self._snapshot.errors,
+            "search_calls": search.calls,
+            "search_ms_total": search.ms_total,
+            "search_ms_avg": (search.ms_total / search.calls if search.calls else 0.0),
+            "rejected_reasons": dict(self._rejected),
+        }
+
+    async def health(self) -> dict[str, Any]:
+        counts = await self._db.read(store_ops.health_counts)
+        warnings: list[str] = []
+        if counts["facts_fts_rows"] != counts["facts_total"]:
+            warnings.append(
+                f"fact FTS rows ({counts['facts_fts_rows']}) != facts ({counts['facts_total']})"
+            )
+        if counts["messages_fts_rows"] != counts["messages"]:
+            warnings.append("message FTS rows differ from messages")
+        model = self._embeddings.default_model
+        if model is not None:
+            v = counts["vectors"].get(model, {"fact_index": 0})
+            missing = counts["facts_active"] - v.get("fact_index", 0)
+            if missing > 0:
+                warnings.append(f"{missing} active facts have no vector for {model} yet")
+        if self._queue.stats.dropped:
+            warnings.append(f"{self._queue.stats.dropped} messages dropped by queue overflow")
+        return {
+            **counts,
+            "sqlite": self._db.versions,
+            "embedding_model": model,
+            "counters": self.counters(),
+            "warnings": warnings,
+            "ok": not warnings,
+        }

@@ -1,0 +1,110 @@
+"""``Memory.guilds``: guilds, their members and channels (names), per-guild settings
+and voice consent."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from memory.clock import Clock, iso
+from memory.embed.service import GUILD_MODEL_KEY, EmbeddingService
+from memory.guild_settings import GuildSettings, parse_guild_setting, resolve
+from memory.store import facts as store
+from memory.store import ops as store_ops
+from memory.store.db import Database
+
+
+class GuildOps:
+    def __init__(self, db: Database, embeddings: EmbeddingService, clock: Clock) -> None:
+        self._db = db
+        self._embeddings = embeddings
+        self._clock = clock
+        self._settings: dict[str, GuildSettings] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- guilds, members, channels -------------------------------------------------------
+    async def overview(self) -> list[dict[str, Any]]:
+        """Every guild the engine knows, with its name and counts."""
+        return list(await self._db.read(store_ops.guild_overview))
+
+    async def members(self, guild_id: str) -> list[dict[str, Any]]:
+        return list(await self._db.read(store_ops.members, guild_id))
+
+    async def channels(self, guild_id: str) -> list[dict[str, Any]]:
+        return list(await self._db.read(store_ops.channels, guild_id))
+
+    async def set_names(
+        self,
+        guild_id: str,
+        *,
+        guild_name: str | None = None,
+        channels: dict[str, str] | None = None,
+        members: dict[str, str] | None = None,
+    ) -> None:
+        """Record display names (guild, channels, members) for pages and the snapshot."""
+        now = iso(self._clock())
+
+        def work(con: Any) -> None:
+            store.set_guild_name(con, guild_id, guild_name, now)
+            for cid, name in (channels or {}).items():
+                store.set_channel_name(con, guild_id, cid, name, now)
+            for uid, name in (members or {}).items():
+                store.upsert_member(con, guild_id, uid, name, now)
+
+        await self._db.write(work)
+
+    # -- settings ------------------------------------------------------------------------------
+    async def load_embedding_models(self) -> None:
+        """Give the embedding service each guild's stored model (at start-up)."""
+        stored = await self._db.read(store_ops.all_guild_settings)
+        for gid, values in stored.items():
+            self._embeddings.set_guild_model(gid, values.get(GUILD_MODEL_KEY))
+
+    async def settings(self, guild_id: str) -> GuildSettings:
+        """Resolved per-guild settings (cached; the cache is updated on every change)."""
+        found = self._settings.get(guild_id)
+        if found is None:
+            stored = await self._db.read(store_ops.get_guild_settings, guild_id)
+            found = resolve(stored)
+            self._settings[guild_id] = found
+        return found
+
+    async def raw_settings(self, guild_id: str) -> dict[str, str]:
+        """What is stored (no defaults): the dashboard shows stored and effective values."""
+        return dict(await self._db.read(store_ops.get_guild_settings, guild_id))
+
+    async def set_setting(
+        self, guild_id: str, key: str, value: str | None, *, actor: str = "operator"
+    ) -> None:
+        """Validate and store one setting (InvalidInput on bad values); applies at once."""
+        value = parse_guild_setting(key, value)
+        now = iso(self._clock())
+
+        def work(con: Any) -> None:
+            store_ops.set_guild_setting(con, guild_id, key, value, now)
+            store_ops.log_action(
+                con,
+                "settings_change",
+                f"{key} = {value!r} by {actor}",
+                now,
+                guild_id=guild_id,
+                detail={"key": key, "value": value, "actor": actor},
+            )
+
+        await self._db.write(work)
+        self._settings.pop(guild_id, None)
+        if key == GUILD_MODEL_KEY:
+            self._embeddings.set_guild_model(guild_id, value)
+            # Vectors of the old model stay (never mixed); fill the new model's.
+            task = asyncio.create_task(self._embeddings.reindex([guild_id]))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    # -- voice consent ---------------------------------------------------------------------------
+    async def set_voice_opt_out(self, guild_id: str, user_id: str, opted_out: bool) -> None:
+        now = iso(self._clock())
+        await self._db.write(store_ops.set_voice_opt_out, guild_id, user_id, opted_out, now)
+
+    async def voice_opt_outs(self) -> set[tuple[str, str]]:
+        """(guild id, user id) of every member who opted out of voice transcription."""
+        return set(await self._db.read(store_ops.voice_opt_outs))

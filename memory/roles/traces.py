@@ -1,0 +1,96 @@
+"""``Memory.traces``: which facts a reply retrieved, stored or updated (MemoryTrace rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memory.clock import Clock, iso
+from memory.models import Fact, Hit, Trace
+from memory.store import ops as store_ops
+from memory.store.db import Database
+
+
+class TraceOps:
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def record(
+        self,
+        guild_id: str,
+        channel_id: str | None,
+        message_id: str | None,
+        *,
+        retrieved: Sequence[Hit] = (),
+        stored: Sequence[tuple[Fact, str]] = (),
+        reply_id: str | None = None,
+    ) -> int:
+        """One row per fact a reply retrieved, and per fact it stored or updated.
+
+        ``stored`` holds (fact, event) pairs, e.g. what ``Memory.remember_line``
+        returned; event "add" is recorded as stored, anything else as updated.
+        """
+        rows: list[dict[str, Any]] = []
+        for h in retrieved:
+            rows.append(
+                {
+                    "guild_id": guild_id,
+                    "channel_id": channel_id,
+                    "message_id": message_id,
+                    "reply_id": reply_id,
+                    "fact_id": int(h.id) if h.kind == "fact" else None,
+                    "action": "retrieved",
+                    "content": h.text,
+                    "score": h.score,
+                    "score_parts": {**h.parts.as_dict(), "kind": h.kind, "ref": h.id},
+                }
+            )
+        for fact, event in stored:
+            rows.append(
+                {
+                    "guild_id": guild_id,
+                    "channel_id": channel_id,
+                    "message_id": message_id,
+                    "reply_id": reply_id,
+                    "fact_id": fact.id,
+                    "action": "stored" if event == "add" else "updated",
+                    "content": fact.fact,
+                    "score": None,
+                    "score_parts": None,
+                }
+            )
+        if not rows:
+            return 0
+        now = iso(self._clock())
+
+        def work(con: Any) -> int:
+            n = store_ops.add_traces(con, rows, now)
+            store_ops.log_action(
+                con,
+                "memory_trace",
+                f"{n} traces for message {message_id}",
+                now,
+                guild_id=guild_id,
+                detail={"message_id": message_id, "reply_id": reply_id},
+            )
+            return n
+
+        return int(await self._db.write(work))
+
+    async def for_message(self, guild_id: str, message_id: str) -> list[Trace]:
+        return list(await self._db.read(store_ops.traces_for_message, guild_id, message_id))
+
+    async def for_fact(self, guild_id: str, fact_id: int) -> list[Trace]:
+        return list(await self._db.read(store_ops.traces_for_fact, guild_id, fact_id))
+
+    async def recent(self, guild_id: str | None, limit: int = 50) -> list[Trace]:
+        """Newest first, across guilds when ``guild_id`` is None."""
+        return list(await self._db.read(store_ops.recent_traces, guild_id, limit))
+
+    async def last_traced(self, guild_id: str, channel_id: str) -> str | None:
+        """The id of the channel's latest message that has traces (``/memory why``)."""
+        result: str | None = await self._db.read(
+            store_ops.last_traced_message, guild_id, channel_id
+        )
+        return result
