@@ -8,6 +8,7 @@ MemoryError_
 ├── EmbeddingError       an embedding provider failure
 ├── LLMError             chat-model transport or parse failure
 ├── ImportFormatError    an export file that cannot be read (with position)
+│   └── NotRegularFile   a FIFO, device or socket where a file was expected: skipped
 └── InvalidInput         caller passed something we refuse (clear message)
 """
 
@@ -53,6 +54,10 @@ class ImportFormatError(MemoryError_):
         super().__init__(where + message)
         self.path = path
         self.position = position
+
+
+class NotRegularFile(ImportFormatError):
+    """A path names a FIFO, device or socket: nothing was read from it."""
 
 
 class InvalidInput(MemoryError_):

@@ -12,9 +12,13 @@ de-duplicates by id). Messages accepted but not processed when the run ended
 (Ctrl-C twice, a crash) are ``pending`` in the inbox and are replayed by the
 next run — of this command or of the bot.
 
-A file that cannot be read (truncated, malformed, wrong schema) is reported
-with its byte position; what was read before the error is imported and
-settled, the other files still run, and the exit status is 1.
+A file that cannot be read (truncated, malformed, wrong schema, a broken or
+looping symbolic link) is one error line, with its byte position where there
+is one; what was read before the error is imported and settled, the other
+files still run, and the exit status is 1. A FIFO, device or socket named
+``*.json`` is skipped unread and counted (``skipped_files``). Files are opened
+and their headers read in a worker thread, so the event loop (and with it
+Ctrl-C/SIGTERM) is never held by the file system.
 Exit status 130 after Ctrl-C/SIGTERM.
 
 This module reads the files, feeds the engine and waits for it to settle; what
@@ -29,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import stat
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -209,7 +214,7 @@ async def _read_all(
     guilds: set[str],
 ) -> None:
     """Read every file into the ingest path; ``guilds`` collects the guild ids seen."""
-    from memory.errors import ImportFormatError
+    from memory.errors import ImportFormatError, NotRegularFile
     from memory.importer.reader import ImportStats, iter_export, read_header
 
     done_bytes = 0
@@ -224,13 +229,18 @@ async def _read_all(
             break
         file_stats = ImportStats()
         try:
-            size = path.stat().st_size
-            header = read_header(path)
+            header = await asyncio.to_thread(read_header, path)
+        except NotRegularFile as exc:
+            report.skipped_files.append(error_text(exc, path))
+            if progress is not None:
+                progress.message(f"skipped {error_text(exc, path)}")
+            continue
         except (ImportFormatError, OSError) as exc:
             report.errors.append(error_text(exc, path))
             if progress is not None:
                 progress.message(f"error: {error_text(exc, path)}")
             continue
+        size = header.size
         if header.guild_id and header.channel_id and header.guild_id != "0":
             await memory.set_names(
                 header.guild_id,
@@ -357,8 +367,19 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_main(args, settings, paths))
 
 
+def _total_bytes(paths: Sequence[Path]) -> int:
+    """The regular files' sizes; what cannot be read counts 0 (each is reported later)."""
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total
+
+
 async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> int:
-    total = sum(p.stat().st_size for p in paths)
+    total = await asyncio.to_thread(_total_bytes, paths)
     progress = Progress(total)
     stop = StopSignal()
 
@@ -397,6 +418,8 @@ async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> i
         print(json.dumps(report.as_dict(), indent=2))
     else:
         print(report.summary())
+    for skipped in report.skipped_files:
+        print(f"guildlore import: skipped {skipped}", file=sys.stderr)
     for err in report.errors:
         print(f"guildlore import: error: {err}", file=sys.stderr)
     if report.errors:

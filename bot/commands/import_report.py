@@ -32,6 +32,8 @@ class ImportReport:
     already: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
+    # Paths that are not regular files (a FIFO named *.json): not read, not an error.
+    skipped_files: list[str] = field(default_factory=list)
     interrupted: bool = False
     settled: bool = False
     seconds: float = 0.0
@@ -71,6 +73,7 @@ class ImportReport:
             "extract_errors": self.extract_errors,
             "dropped": self.dropped,
             "errors": list(self.errors),
+            "skipped_files": list(self.skipped_files),
             "interrupted": self.interrupted,
             "settled": self.settled,
             "seconds": round(self.seconds, 3),
@@ -103,6 +106,12 @@ class ImportReport:
             f"             {self.rate:,.0f} messages/s with message vectors too "
             f"({self.seconds:.1f} s)",
         ]
+        if self.skipped_files:
+            n = len(self.skipped_files)
+            lines.append(
+                f"  files      {n} file{'s' if n != 1 else ''} not read "
+                "(not a regular file: a FIFO, device or socket)"
+            )
         if self.peak_rss_mib is not None:
             lines.append(f"  memory     peak RSS {self.peak_rss_mib:,.0f} MiB")
         if self.extract_errors:
