@@ -20,7 +20,7 @@ from memory.errors import InvalidInput
 from . import render, security
 from .config import is_loopback
 from .keys import AUTH_VIA, CONFIG, SECRET
-from .params import Problem
+from .params import MALFORMED_REQUEST, Problem, malformed_reason
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +53,24 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await render.error(request, p.status, p.message, p.headers)
     except InvalidInput as exc:
         return await render.error(request, 400, str(exc))
+    except MALFORMED_REQUEST as exc:
+        # A body the HTTP parser refused while a handler read it: the
+        # client's fault. aiohttp logs it (one line, see dashboard.server)
+        # when it drains the rest of the body.
+        reason = malformed_reason(exc)
+        log.debug(
+            "dashboard: malformed request body on %s %s: %s", request.method, request.path, reason
+        )
+        return await render.error(request, 400, f"malformed request: {reason}")
     except web.HTTPException as exc:
         if exc.status < 400:
             raise  # redirects
         keep = {k: exc.headers[k] for k in ("Allow", "WWW-Authenticate") if k in exc.headers}
         return await render.error(request, exc.status, _reason(exc, request), keep)
+    except ConnectionResetError:
+        # The client left while its body was being read: nothing to answer, no bug.
+        log.info("dashboard: client left during %s %s", request.method, request.path[:200])
+        return await render.error(request, 400, "the connection was lost mid-request")
     except asyncio.CancelledError:
         raise
     except Exception:
