@@ -40,6 +40,7 @@ from memory.models import (
     StoredMessage,
 )
 from memory.operator import OperatorOps
+from memory.sessions import OperatorSessions
 from memory.snapshot import GuildLore, PersonFacts, SnapshotRefresher, render_snapshot, write_atomic
 from memory.store import facts as store
 from memory.store import ops as store_ops
@@ -69,6 +70,7 @@ class Memory(OperatorOps):
         self.config = config
         self.clock = clock
         self.db = Database(config.db_path, readers=config.read_connections)
+        self.sessions = OperatorSessions(self.db)
         self.journal = Journal(config.journal_dir, config.timezone)
         self.extractor = extractor
         self.embeddings = EmbeddingService(
