@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from memory.embed.service import GUILD_MODEL_KEY
 from memory.guild_settings import BY_KEY
 from memory.models import FACT_TYPES
 
@@ -154,6 +155,10 @@ async def patch_settings(request: web.Request) -> web.Response:
             raise params.bad_request(f"{key} must be text, a boolean, a list of ids or null")
         checked[key] = context.check_setting(key, None if value is None else str(value))
     mem = context.memory_of(request)
+    model = checked.get(GUILD_MODEL_KEY)
+    if model is not None:
+        # Checked before anything is stored: the request is all or nothing.
+        await mem.embeddings.check_model(model)
     for key, value in checked.items():
         await mem.set_guild_setting(guild, key, value, actor=context.OPERATOR)
     return render.json_ok(await context.settings_context(mem, guild))

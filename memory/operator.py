@@ -258,6 +258,8 @@ class OperatorOps:
     ) -> None:
         """Validate and store one setting (InvalidInput on bad values); applies at once."""
         value = parse_setting(key, value)
+        if key == GUILD_MODEL_KEY and value is not None:
+            await self.embeddings.check_model(value)
         now = iso(self.clock())
 
         def work(con: Any) -> None:
@@ -276,7 +278,7 @@ class OperatorOps:
         if key == GUILD_MODEL_KEY:
             self.embeddings.set_guild_model(guild_id, value)
             # Vectors of the old model stay (never mixed); fill the new model's.
-            task = asyncio.create_task(self.embeddings.reindex([guild_id]))
+            task = asyncio.create_task(self.embeddings.reindex_in_background(guild_id))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from memory.clock import Clock, iso
 from memory.config import EmbeddingConfig
+from memory.embed.catalog import check_embedding_model
 from memory.embed.local import (
     Embedder,
     fact_embedding_text,
@@ -117,6 +118,7 @@ class EmbeddingService:
         else:
             self.default_model = None
         self._guild_models: dict[str, str] = {}
+        self._checked_models: set[str] = set()
         self._pending_facts: dict[int, str] = {}  # fact id → guild id
         self._pending_messages: dict[str, str] = {}  # message id → guild id
         self._wake = asyncio.Event()
@@ -134,6 +136,14 @@ class EmbeddingService:
             self._guild_models[guild_id] = model
         else:
             self._guild_models.pop(guild_id, None)
+
+    async def check_model(self, model: str) -> None:
+        """Raise ``InvalidInput`` unless ``model`` can embed here (``memory.embed.catalog``)."""
+        if model in self._checked_models:
+            return
+        configured = {m for m in (self.default_model, *self._embedders) if m}
+        await check_embedding_model(model, client=self.client, configured=configured)
+        self._checked_models.add(model)
 
     def model_for_guild(self, guild_id: str) -> str | None:
         if not self.enabled or self.default_model is None:
@@ -423,6 +433,28 @@ class EmbeddingService:
                     if progress:
                         progress("messages", totals["messages"])
         return totals
+
+    async def reindex_in_background(self, guild_id: str) -> None:
+        """``reindex`` of one guild, for a background task (after a model change).
+
+        Nobody awaits such a task, so a failure is logged, counted in
+        ``stats`` and recorded in the action log here instead of dying with
+        the task. The vectors made before it stay; the next re-index resumes.
+        """
+        try:
+            await self.reindex([guild_id])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            model = self.model_for_guild(guild_id)
+            log.error("re-index of guild %s (model %s) failed: %s", guild_id, model, exc)
+            self._note_error(exc)
+            try:
+                await self.log_error_action(
+                    f"re-index of guild {guild_id} for model {model} failed: {exc}"
+                )
+            except Exception:
+                log.exception("could not record the failed re-index of guild %s", guild_id)
 
     async def log_error_action(self, message: str) -> None:
         await self.db.write(
