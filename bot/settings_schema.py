@@ -200,6 +200,11 @@ class Settings(BaseModel):
         "Extra Host names accepted by an open (loopback, no token) dashboard, comma-separated.",
     )
     dashboard_metrics: bool = setting(True, "Expose Prometheus metrics at `/metrics`.")
+    dashboard_trust_forwarded_for: bool = setting(
+        False,
+        "Behind one reverse proxy: count wrong tokens per the client address it appends to "
+        "`X-Forwarded-For` (not the proxy's). Never set it without such a proxy.",
+    )
 
     # -- voice ----------------------------------------------------------------
     voice_enabled: bool = setting(
@@ -317,6 +322,7 @@ class Settings(BaseModel):
             cookie_secure=self.dashboard_cookie_secure,
             allowed_hosts=self.dashboard_allowed_hosts,
             metrics_enabled=self.dashboard_metrics,
+            trust_forwarded_for=self.dashboard_trust_forwarded_for,
         )
 
     def reply_config(self) -> ReplyConfig:

@@ -153,6 +153,8 @@ async def patch_settings(request: web.Request) -> web.Response:
             raise params.bad_request(f"{key} must be text, a boolean, a list of ids or null")
         checked[key] = context.check_setting(key, None if value is None else str(value))
     mem = context.memory_of(request)
+    # Checked before anything is stored: the request is all or nothing.
+    await mem.guilds.check_settings(checked)
     for key, value in checked.items():
         await mem.guilds.set_setting(guild, key, value, actor=context.OPERATOR)
     return render.json_ok(await context.settings_context(mem, guild))

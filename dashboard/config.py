@@ -51,7 +51,13 @@ class DashboardConfig:
     # Extra Host names accepted when no token is set (the loopback names
     # always are); a guard against DNS rebinding of an open dashboard.
     allowed_hosts: tuple[str, ...] = ()
+    # Wrong tokens allowed per client address and minute (login form and headers).
     login_failures_per_minute: int = 10
+    # Behind a reverse proxy every request comes from the proxy's address:
+    # set this to count wrong tokens per the address it appends to
+    # X-Forwarded-For instead. Never set it without such a proxy, or clients
+    # could name any address they like.
+    trust_forwarded_for: bool = False
 
     def __post_init__(self) -> None:
         if self.token is not None:

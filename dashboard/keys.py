@@ -25,5 +25,7 @@ LOGIN_THROTTLE = web.AppKey("login_throttle", LoginThrottle)
 
 # How this request was authenticated ("none": a public path without credentials).
 AUTH_VIA: web.RequestKey[str] = web.RequestKey("auth_via", str)
+# The nonce of the session a cookie-authenticated request belongs to (for logout).
+SESSION_NONCE: web.RequestKey[str] = web.RequestKey("session_nonce", str)
 # A CSRF nonce minted while rendering this request, to be set as a cookie.
 NEW_CSRF_NONCE: web.RequestKey[str] = web.RequestKey("new_csrf_nonce", str)

@@ -19,8 +19,9 @@ from memory import InvalidInput
 
 from . import render, security
 from .config import is_loopback
-from .keys import AUTH_VIA, CONFIG, SECRET
-from .params import Problem
+from .keys import AUTH_VIA, CONFIG, LOGIN_THROTTLE, MEMORY, SECRET, SESSION_NONCE
+from .params import MALFORMED_REQUEST, Problem, malformed_reason
+from .rates import client_key
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,24 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await render.error(request, p.status, p.message, p.headers)
     except InvalidInput as exc:
         return await render.error(request, 400, str(exc))
+    except MALFORMED_REQUEST as exc:
+        # A body the HTTP parser refused while a handler read it: the
+        # client's fault. aiohttp logs it (one line, see dashboard.server)
+        # when it drains the rest of the body.
+        reason = malformed_reason(exc)
+        log.debug(
+            "dashboard: malformed request body on %s %s: %s", request.method, request.path, reason
+        )
+        return await render.error(request, 400, f"malformed request: {reason}")
     except web.HTTPException as exc:
         if exc.status < 400:
             raise  # redirects
         keep = {k: exc.headers[k] for k in ("Allow", "WWW-Authenticate") if k in exc.headers}
         return await render.error(request, exc.status, _reason(exc, request), keep)
+    except ConnectionResetError:
+        # The client left while its body was being read: nothing to answer, no bug.
+        log.info("dashboard: client left during %s %s", request.method, request.path[:200])
+        return await render.error(request, 400, "the connection was lost mid-request")
     except asyncio.CancelledError:
         raise
     except Exception:
@@ -112,15 +126,25 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         request.headers.get("Authorization"), request.headers.get(security.TOKEN_HEADER)
     )
     if presented is not None:
+        throttle, client = request.app[LOGIN_THROTTLE], client_of(request)
+        if throttle.blocked(client):
+            raise too_many_guesses(throttle.retry_after(client))
         if security.token_matches(cfg.token, presented):
             request[AUTH_VIA] = "header"
             return await handler(request)
+        throttle.failed(client)
         raise Problem(401, "invalid dashboard token", _UNAUTHORIZED)
-    cookie = request.cookies.get(security.SESSION_COOKIE)
-    if security.session_valid(
-        request.app[SECRET], cfg.token, cookie, render.now_ts(), cfg.session_max_age_s
-    ):
+    now = render.now_ts()
+    nonce = security.session_nonce(
+        request.app[SECRET],
+        cfg.token,
+        request.cookies.get(security.SESSION_COOKIE),
+        now,
+        cfg.session_max_age_s,
+    )
+    if nonce is not None and await request.app[MEMORY].sessions.active(nonce, now):
         request[AUTH_VIA] = "cookie"
+        request[SESSION_NONCE] = nonce
         return await handler(request)
     if _is_public(request):
         request[AUTH_VIA] = "none"
@@ -132,6 +156,23 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         401,
         "authentication required: send 'Authorization: Bearer <token>' or log in at /login",
         _UNAUTHORIZED,
+    )
+
+
+def client_of(request: web.Request) -> str:
+    """The key wrong tokens are counted under (see ``dashboard.rates.client_key``)."""
+    return client_key(
+        request.remote,
+        request.headers.get("X-Forwarded-For"),
+        request.app[CONFIG].trust_forwarded_for,
+    )
+
+
+def too_many_guesses(retry_after: int) -> Problem:
+    return Problem(
+        429,
+        f"too many wrong tokens from this address; try again in {retry_after} s",
+        {"Retry-After": str(retry_after)},
     )
 
 

@@ -7,6 +7,7 @@ re-render the page with status 400.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from urllib.parse import urlencode
 
@@ -16,8 +17,11 @@ from markupsafe import Markup
 from memory import FACT_TYPES, LORE_SUBJECT, InvalidInput
 
 from . import context, params, render, security
-from .keys import CONFIG, LOGIN_THROTTLE, MARKDOWN, SECRET
+from .keys import AUTH_VIA, CONFIG, LOGIN_THROTTLE, MARKDOWN, SECRET, SESSION_NONCE
+from .middlewares import client_of
 from .serialize import fact_json
+
+log = logging.getLogger(__name__)
 
 NOTICES = {
     "saved": "Setting saved. It applies at once.",
@@ -333,24 +337,30 @@ async def login_post(request: web.Request) -> web.Response:
     form = await request.post()
     raw_next = form.get("next")
     target = security.safe_next(raw_next if isinstance(raw_next, str) else None)
-    throttle = request.app[LOGIN_THROTTLE]
-    if throttle.blocked():
-        return await render.html(
+    throttle, client = request.app[LOGIN_THROTTLE], client_of(request)
+    if throttle.blocked(client):
+        wait = throttle.retry_after(client)
+        response = await render.html(
             request,
             "login.html",
-            _flash(request, {"next": target}, "too many wrong tokens; wait a minute"),
+            _flash(request, {"next": target}, f"too many wrong tokens; wait {wait} s"),
             status=429,
         )
+        response.headers["Retry-After"] = str(wait)
+        return response
     token = form.get("token")
     if not isinstance(token, str) or not security.token_matches(cfg.token, token):
-        throttle.failed()
+        throttle.failed(client)
         return await render.html(
             request, "login.html", _flash(request, {"next": target}, "wrong token"), status=401
         )
+    now = render.now_ts()
+    nonce, cookie = security.new_session(request.app[SECRET], cfg.token, now)
+    await context.memory_of(request).sessions.open(nonce, now, cfg.session_max_age_s)
     response = web.HTTPSeeOther(target)
     response.set_cookie(
         security.SESSION_COOKIE,
-        security.new_session(request.app[SECRET], cfg.token, render.now_ts()),
+        cookie,
         max_age=cfg.session_max_age_s,
         httponly=True,
         samesite="Strict",
@@ -361,6 +371,24 @@ async def login_post(request: web.Request) -> web.Response:
 
 
 async def logout(request: web.Request) -> web.Response:
+    """End this browser's session: the cookie is dropped and the session revoked."""
+    nonce = request.get(SESSION_NONCE)
+    if nonce is not None:
+        await context.memory_of(request).sessions.revoke(nonce)
+    response = web.HTTPSeeOther("/login" if request.app[CONFIG].token else "/")
+    response.del_cookie(security.SESSION_COOKIE, path="/")
+    raise response
+
+
+async def logout_everywhere(request: web.Request) -> web.Response:
+    """Revoke every operator session (say, after a cookie may have leaked).
+
+    Header-token clients get ``{"ok": true, "revoked": n}``; a browser is
+    logged out too and sent to the login page."""
+    revoked = await context.memory_of(request).sessions.revoke_all(render.now_ts())
+    log.info("dashboard: every operator session revoked (%d were open)", revoked)
+    if request.get(AUTH_VIA) == "header" or render.wants_json(request):
+        return render.json_ok({"revoked": revoked})
     response = web.HTTPSeeOther("/login" if request.app[CONFIG].token else "/")
     response.del_cookie(security.SESSION_COOKIE, path="/")
     raise response

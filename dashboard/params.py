@@ -7,11 +7,13 @@ range are clamped rather than refused, so ``limit=-5`` gives one row and
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from memory import FACT_TYPES, LORE_SUBJECT
 
@@ -175,11 +177,44 @@ def path_int(request: web.Request, name: str) -> int:
 
 
 async def json_object(request: web.Request) -> dict[str, Any]:
-    """The request body as a JSON object, or a 400."""
+    """The request body as a JSON object, or a 400.
+
+    JSON travels as UTF-8 (RFC 8259): a body in another charset, or bytes
+    that are not UTF-8, are refused rather than guessed at.
+    """
+    charset = request.charset
+    if charset is not None and charset.lower().replace("-", "").replace("_", "") != "utf8":
+        raise bad_request(f"JSON bodies must be UTF-8, not charset={charset[:40]!r}")
+    raw = await request.read()
     try:
-        body = await request.json()
+        body = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise bad_request(f"the request body is not valid UTF-8 (byte {exc.start})") from None
+    except RecursionError:
+        # The C decoder recurses once per level: a body of nested brackets
+        # must not reach the 500 handler.
+        raise bad_request("the request body is nested too deeply") from None
     except ValueError as exc:
         raise bad_request("the request body must be a JSON object") from exc
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
     return body
+
+
+# What aiohttp raises for a request its HTTP parser refuses: in the request
+# line or headers (answered 400 by aiohttp itself), or in a body a handler
+# reads (a bad chunk, an undecodable Content-Encoding).
+MALFORMED_REQUEST = (HttpProcessingError, web.RequestPayloadError)
+
+
+def malformed_reason(exc: BaseException) -> str:
+    """One line for a ``MALFORMED_REQUEST`` error (aiohttp's messages span lines)."""
+    if isinstance(exc, web.RequestPayloadError) and isinstance(exc.__cause__, HttpProcessingError):
+        exc = exc.__cause__
+    if isinstance(exc, HttpProcessingError):
+        code, text = exc.code, exc.message or ""
+    else:
+        code, text = 400, str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0].rstrip(":").strip() if lines else type(exc).__name__
+    return f"{code}, {first[:200]}"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -41,22 +43,79 @@ class RateMeter:
 
 
 class LoginThrottle:
-    """Refuse logins for a while after too many wrong tokens in a minute."""
+    """Refuse a client for a while after too many wrong tokens from it in a minute.
 
-    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic):
+    Counted per client key (``client_key``), so one address guessing locks
+    out only itself. At most ``max_clients`` keys are tracked; past that the
+    one tracked longest is forgotten first, which bounds memory however many
+    addresses guess.
+    """
+
+    WINDOW_S = 60.0
+
+    def __init__(
+        self,
+        per_minute: int,
+        clock: Callable[[], float] = time.monotonic,
+        max_clients: int = 10_000,
+    ):
         self.per_minute = per_minute
+        self.max_clients = max_clients
         self._clock = clock
-        self._failures: deque[float] = deque()
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
 
-    def _trim(self) -> None:
+    def _recent(self, key: str) -> deque[float] | None:
+        failures = self._failures.get(key)
+        if failures is None:
+            return None
         now = self._clock()
-        while self._failures and now - self._failures[0] > 60.0:
-            self._failures.popleft()
+        while failures and now - failures[0] > self.WINDOW_S:
+            failures.popleft()
+        if not failures:
+            del self._failures[key]
+            return None
+        return failures
 
-    def blocked(self) -> bool:
-        self._trim()
-        return len(self._failures) >= self.per_minute
+    def blocked(self, key: str) -> bool:
+        failures = self._recent(key)
+        return failures is not None and len(failures) >= self.per_minute
 
-    def failed(self) -> None:
-        self._failures.append(self._clock())
-        self._trim()
+    def retry_after(self, key: str) -> int:
+        """Whole seconds until ``key`` may try again (0 if it may now)."""
+        failures = self._recent(key)
+        if failures is None or len(failures) < self.per_minute:
+            return 0
+        # Only the last ``per_minute`` failures are kept: the oldest leaves first.
+        return max(1, math.ceil(self.WINDOW_S - (self._clock() - failures[0])))
+
+    def failed(self, key: str) -> None:
+        failures = self._recent(key)
+        if failures is None:
+            failures = self._failures[key] = deque(maxlen=self.per_minute)
+            while len(self._failures) > self.max_clients:
+                self._failures.popitem(last=False)
+        failures.append(self._clock())
+
+
+def client_key(remote: str | None, forwarded_for: str | None, trust_forwarded_for: bool) -> str:
+    """Who is guessing: the peer address, or with ``trust_forwarded_for`` the
+    address a reverse proxy put last in ``X-Forwarded-For``.
+
+    Only the last entry can be trusted (the proxy appended it; anything before
+    came from the client). IPv6 clients are counted per /64, the block one
+    host usually holds, so stepping through addresses in it does not help.
+    """
+    address = remote or ""
+    if trust_forwarded_for and forwarded_for:
+        last = forwarded_for.rsplit(",", 1)[-1].strip()
+        if last:
+            address = last
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return address[:100] or "unknown"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)

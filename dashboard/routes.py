@@ -32,6 +32,7 @@ ROUTES: tuple[web.RouteDef, ...] = (
     web.get("/login", pages.login_page, name="login"),
     web.post("/login", pages.login_post, name="login-post"),
     web.post("/logout", pages.logout, name="logout"),
+    web.post("/logout/everywhere", pages.logout_everywhere, name="logout-everywhere"),
     # JSON API (SPEC §11 + issue #5)
     web.get("/api/memory", api.get_snapshot, name="api-memory"),
     web.post("/api/memory/refresh", api.refresh_snapshot, name="api-memory-refresh"),

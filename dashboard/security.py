@@ -7,9 +7,18 @@ call needs one of:
   ``X-Guildlore-Token: <token>`` (scripts, curl, monitoring);
 * the session cookie ``guildlore_session`` set by the login form
   (``POST /login``): ``<nonce>.<issued>.<mac>``, an HMAC over the nonce, the
-  issue time and a hash of the current token, so it needs no server-side
-  store, expires after ``session_max_age_s``, and stops working when the token
-  or the secret changes. HttpOnly, SameSite=Strict, Path=/.
+  issue time and a hash of the current token. The signature makes it
+  unforgeable (a forged cookie is refused without a database read); it
+  expires after ``session_max_age_s`` and stops working when the token or the
+  secret changes. It must also name a session the engine still holds
+  (``memory.sessions``): logging out deletes that session, "log out
+  everywhere" deletes them all, so a copied cookie dies with its session.
+  HttpOnly, SameSite=Strict, Path=/.
+
+Wrong tokens — in the login form or in a header — are counted per client
+address (``dashboard.rates.LoginThrottle``); after too many in a minute that
+address gets 429 for every token, the right one included, while other
+addresses are unaffected.
 
 Without a token the dashboard is open but only served on loopback, and only
 to requests whose ``Host`` is a loopback name (so a DNS-rebinding page cannot
@@ -85,26 +94,33 @@ def _token_tag(token: str) -> str:
     return _digest(token).hex()
 
 
-def new_session(secret: bytes, token: str, now: int) -> str:
+def new_session(secret: bytes, token: str, now: int) -> tuple[str, str]:
+    """(nonce, cookie value) of a new session; the caller records the nonce."""
     nonce = secrets.token_urlsafe(18)
     issued = str(int(now))
-    return f"{nonce}.{issued}.{_mac(secret, 'session', _token_tag(token), nonce, issued)}"
+    mac = _mac(secret, "session", _token_tag(token), nonce, issued)
+    return nonce, f"{nonce}.{issued}.{mac}"
 
 
-def session_valid(
+def session_nonce(
     secret: bytes, token: str | None, value: str | None, now: int, max_age_s: int
-) -> bool:
+) -> str | None:
+    """The nonce of a correctly signed, unexpired session cookie, else None.
+
+    A valid signature is necessary, not sufficient: the session must also
+    still be open (``memory.sessions``)."""
     if token is None or not value:
-        return False
+        return None
     parts = value.split(".")
     if len(parts) != 3:
-        return False
+        return None
     nonce, issued, mac = parts
     if not _NONCE.fullmatch(nonce) or not _ISSUED.fullmatch(issued):
-        return False
+        return None
     if not 0 <= now - int(issued) <= max_age_s:
-        return False
-    return hmac.compare_digest(mac, _mac(secret, "session", _token_tag(token), nonce, issued))
+        return None
+    expected = _mac(secret, "session", _token_tag(token), nonce, issued)
+    return nonce if hmac.compare_digest(mac, expected) else None
 
 
 def new_csrf_nonce() -> str:

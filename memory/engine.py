@@ -43,6 +43,7 @@ from memory.roles.admin import AdminOps, SearchStats
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
 from memory.roles.traces import TraceOps
+from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
 from memory.snapshot_file import SNAPSHOT_NAME, SnapshotFile
 from memory.store import facts as store
@@ -66,6 +67,7 @@ class Memory:
         self.config = config
         self.clock = clock
         self.db = Database(config.db_path, readers=config.read_connections)
+        self.sessions = OperatorSessions(self.db)
         self.journal = Journal(config.journal_dir, config.timezone)
         self.extractor = extractor
         self.embeddings = EmbeddingService(
@@ -288,8 +290,7 @@ class Memory:
             )
 
         await self.db.write(work)
-        # Overflow sheds load now, not memory: once the burst has passed, the
-        # dropped rows are queued again (SPEC §8 replay, without a restart).
+        # Overflow sheds load, not memory: once the burst passes, dropped rows are queued again.
         self._drops_pending = True
         if self._catch_up_task is None or self._catch_up_task.done():
             self._catch_up_task = asyncio.create_task(self._catch_up(), name="ingest-catch-up")

@@ -9,6 +9,7 @@ GuildloreError
 ├── LLMError             chat-model transport or parse failure
 │   └── MalformedReply   the model answered, but with nothing usable
 ├── ImportFormatError    an export file that cannot be read (with position)
+│   └── NotRegularFile   a FIFO, device or socket where a file was expected: skipped
 └── InvalidInput         caller passed something we refuse (clear message)
 
 Outside the tree on purpose, because each is handled inside its own adapter
@@ -65,6 +66,10 @@ class ImportFormatError(GuildloreError):
         super().__init__(where + message)
         self.path = path
         self.position = position
+
+
+class NotRegularFile(ImportFormatError):
+    """A path names a FIFO, device or socket: nothing was read from it."""
 
 
 class InvalidInput(GuildloreError):

@@ -272,5 +272,5 @@ async def test_login_when_a_token_is_set(locked_site: Site, web: Watched) -> Non
     cookies = {c["name"]: c for c in await page.context.cookies()}
     session = cookies["guildlore_session"]
     assert session["httpOnly"] and session["sameSite"] == "Strict"
-    await page.get_by_role("button", name="Log out").click()
+    await page.get_by_role("button", name="Log out", exact=True).click()
     await page.locator("h1", has_text="Log in").wait_for()

@@ -289,6 +289,104 @@ def test_one_bad_file_does_not_stop_the_others(tmp_path: Path) -> None:
     assert len(summary["errors"]) == 1 and "a-empty.json" in summary["errors"][0]
 
 
+def _bad_kinds_folder(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
+    """A folder with the sample export plus one file of each bad kind."""
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / "a-sample.json").write_bytes(SAMPLE.read_bytes())
+    bad = {
+        "channel_number": folder / "b-channel-number.json",
+        "guild_list": folder / "c-guild-list.json",
+        "loop": folder / "d-loop.json",
+        "loop_pair": folder / "e-loop-one.json",
+        "dangling": folder / "f-dangling.json",
+    }
+    bad["channel_number"].write_text(
+        '{"guild": {"id": "1", "name": "G"}, "channel": 7, "messages": []}', encoding="utf-8"
+    )
+    bad["guild_list"].write_text(
+        '{"guild": [1, 2], "channel": {"id": "2", "name": "c"}, "messages": []}',
+        encoding="utf-8",
+    )
+    bad["loop"].symlink_to(bad["loop"].name)
+    bad["loop_pair"].symlink_to("e-loop-two.json")
+    (folder / "e-loop-two.json").symlink_to(bad["loop_pair"].name)
+    bad["dangling"].symlink_to("nowhere/export.json")
+    return folder, bad
+
+
+def _run_import_subprocess(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``guildlore import``; a run that does not end is sent SIGTERM, then killed,
+    and the test fails saying which of the two ended it."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"the import hung and ignored SIGTERM: {err[-2000:]}") from None
+        raise AssertionError(f"the import hung (SIGTERM ended it): {err[-2000:]}") from None
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+@pytest.mark.timeout(600)
+def test_bad_kinds_of_file_are_one_line_each_and_the_rest_imports(tmp_path: Path) -> None:
+    """Wrongly typed header fields, symlink loops, a dangling symlink and a FIFO in
+    one folder: each is one line for its file (the FIFO a counted skip, not read),
+    the good export imports, and the run ends on its own."""
+    folder, bad = _bad_kinds_folder(tmp_path)
+    fifo = folder / "g-pipe.json"
+    os.mkfifo(fifo)
+    data = tmp_path / "data"
+    run = _run_import_subprocess(
+        _cli("import", str(folder), "--data-dir", str(data), "--embeddings", "none", "--json")
+    )
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.returncode == 1, run.stderr
+    summary = json.loads(run.stdout)
+    assert summary["files"] == 1
+    assert summary["messages"] == summary["new"] == len(_expected(SAMPLE))
+    assert summary["settled"] is True
+
+    errors = summary["errors"]
+    assert len(errors) == len(bad) + 1  # both links of the loop pair
+    for name, path in bad.items():
+        (line,) = [e for e in errors if str(path) in e]
+        assert "\n" not in line, name
+    assert "'channel'" in next(e for e in errors if str(bad["channel_number"]) in e)
+    assert "'guild'" in next(e for e in errors if str(bad["guild_list"]) in e)
+    assert "symbolic link" in next(e for e in errors if str(bad["loop"]) in e)
+    assert "symbolic link" in next(e for e in errors if str(bad["dangling"]) in e)
+    assert all(str(fifo) not in e for e in errors)
+    (skip,) = summary["skipped_files"]
+    assert str(fifo) in skip and "FIFO" in skip
+    err_lines = [ln for ln in run.stderr.splitlines() if ln.startswith("guildlore import: error:")]
+    assert len(err_lines) == len(errors)
+    assert f"skipped {fifo}" in run.stderr
+
+    con = _db(data)
+    assert con.execute("SELECT count(*) FROM messages").fetchone()[0] == len(_expected(SAMPLE))
+    con.close()
+
+
+@pytest.mark.timeout(600)
+def test_a_fifo_alone_with_a_good_export_is_skipped_and_the_run_succeeds(tmp_path: Path) -> None:
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / "a.json").write_bytes(SAMPLE.read_bytes())
+    os.mkfifo(folder / "b.json")
+    run = _run_import_subprocess(
+        _cli("import", str(folder), "--data-dir", str(tmp_path / "d"), "--embeddings", "none")
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    assert "1 file not read" in run.stdout
+
+
 def test_missing_path_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = cli_main(["import", str(tmp_path / "nope.json"), "--data-dir", str(tmp_path / "d")])
     assert code == 2

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from memory.clock import normalise_iso
-from memory.errors import ImportFormatError, InvalidInput
+from memory.errors import ImportFormatError, InvalidInput, NotRegularFile
 from memory.importer import parse as import_parse
 from memory.importer import reader as importer
 from memory.importer.reader import ImportRecord, ImportStats, iter_export, iter_paths, read_header
@@ -542,6 +542,46 @@ def test_iter_paths(tmp_path: Path) -> None:
         iter_paths([single, tmp_path / "missing.json"])
     with pytest.raises(InvalidInput, match="no .json"):
         iter_paths([tmp_path / "empty"])
+
+
+@pytest.mark.parametrize(
+    ("header", "named"),
+    [
+        ({"guild": {"id": "1"}, "channel": 7}, "'channel'"),
+        ({"guild": [1, 2], "channel": {"id": "2"}}, "'guild'"),
+        ({"guild": "G", "channel": None}, "'guild'"),
+    ],
+)
+def test_wrongly_typed_header_fields_are_format_errors(
+    tmp_path: Path, header: dict[str, Any], named: str
+) -> None:
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps({**header, "messages": [_msg("5")]}), encoding="utf-8")
+    with pytest.raises(ImportFormatError, match=named):
+        read_header(path)
+    records, error = _collect(path)
+    assert records == [] and error is not None and named in str(error)
+
+
+def test_non_regular_files_and_broken_links_are_refused_without_reading(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop.name)
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to("missing/target.json")
+    # A FIFO without a writer would block an ordinary open() for ever.
+    with pytest.raises(NotRegularFile, match="FIFO"):
+        read_header(fifo)
+    with pytest.raises(NotRegularFile, match="FIFO"):
+        list(iter_export(fifo))
+    with pytest.raises(ImportFormatError, match="symbolic link loop"):
+        read_header(loop)
+    with pytest.raises(ImportFormatError, match="broken symbolic link"):
+        list(iter_export(dangling))
+    # They are listed (and then reported one by one), not a usage error.
+    assert set(iter_paths([tmp_path])) == {fifo, loop, dangling}
+    assert list(iter_paths([fifo])) == [fifo]
 
 
 def test_stats() -> None:

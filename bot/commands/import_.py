@@ -10,9 +10,13 @@ de-duplicates by id). Messages accepted but not processed when the run ended
 (Ctrl-C twice, a crash) are ``pending`` in the inbox and are replayed by the
 next run — of this command or of the bot.
 
-A file that cannot be read (truncated, malformed, wrong schema) is reported
-with its byte position; what was read before the error is imported and
-settled, the other files still run, and the exit status is 1.
+A file that cannot be read (truncated, malformed, wrong schema, a broken or
+looping symbolic link) is one error line, with its byte position where there
+is one; what was read before the error is imported and settled, the other
+files still run, and the exit status is 1. A FIFO, device or socket named
+``*.json`` is skipped unread and counted (``skipped_files``). Files are opened
+and their headers read in a worker thread, so the event loop (and with it
+Ctrl-C/SIGTERM) is never held by the file system.
 Exit status 130 after Ctrl-C/SIGTERM.
 """
 
@@ -23,6 +27,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,10 +113,21 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_main(args, settings, paths))
 
 
+def _total_bytes(paths: list[Path]) -> int:
+    """The regular files' sizes; what cannot be read counts 0 (each is reported later)."""
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total
+
+
 async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> int:
     from memory import ImportStop, import_files
 
-    total = sum(p.stat().st_size for p in paths)
+    total = await asyncio.to_thread(_total_bytes, paths)
     progress = Progress(total)
     stop = ImportStop()
 
@@ -150,6 +166,8 @@ async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> i
         print(json.dumps(report.as_dict(), indent=2))
     else:
         print(summary(report))
+    for skipped in report.skipped_files:
+        print(f"guildlore import: skipped {skipped}", file=sys.stderr)
     for err in report.errors:
         print(f"guildlore import: error: {err}", file=sys.stderr)
     if report.errors:

@@ -36,6 +36,12 @@ def summary(report: ImportReport) -> str:
         f"             {report.rate:,.0f} messages/s with message vectors too "
         f"({report.seconds:.1f} s)",
     ]
+    if report.skipped_files:
+        n = len(report.skipped_files)
+        lines.append(
+            f"  files      {n} file{'s' if n != 1 else ''} not read "
+            "(not a regular file: a FIFO, device or socket)"
+        )
     if report.peak_rss_mib is not None:
         lines.append(f"  memory     peak RSS {report.peak_rss_mib:,.0f} MiB")
     if report.extract_errors:

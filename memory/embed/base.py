@@ -11,6 +11,7 @@ different ids are never compared. The providers are the bundled ONNX MiniLM
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -105,3 +106,8 @@ def blob_to_vector(b: bytes) -> np.ndarray:
         raise EmbeddingError(f"vector blob of {len(b)} bytes is not a float32 array")
     # Copy to native float32: frombuffer gives a read-only view of the bytes.
     return np.frombuffer(b, dtype="<f4").astype(np.float32)
+
+
+def content_hash(text: str) -> str:
+    """What a stored vector was made from: a vector is re-made only when it changes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -27,12 +26,14 @@ from memory.config import EmbeddingConfig
 from memory.embed.activity import EmbeddingActivity
 from memory.embed.base import (
     Embedder,
+    content_hash,
     fact_embedding_text,
     make_embedder,
     provider_default_model,
     resolve_embedding_model,
     vector_to_blob,
 )
+from memory.embed.catalog import check_embedding_model
 from memory.embed.query_cache import QueryCache
 from memory.embed.threads import lower_thread_priority
 from memory.errors import ConfigError, EmbeddingError
@@ -58,10 +59,6 @@ class EmbeddingStats:
     errors: int = 0
     query_cache_hits: int = 0
     last_error: str | None = None
-
-
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 class EmbeddingService:
@@ -104,6 +101,7 @@ class EmbeddingService:
         else:
             self.default_model = None
         self._guild_models: dict[str, str] = {}
+        self._checked_models: set[str] = set()
         self._pending_facts: dict[int, str] = {}  # fact id → guild id
         self._pending_messages: dict[str, str] = {}  # message id → guild id
         self._wake = asyncio.Event()
@@ -121,6 +119,14 @@ class EmbeddingService:
             self._guild_models[guild_id] = model
         else:
             self._guild_models.pop(guild_id, None)
+
+    async def check_model(self, model: str) -> None:
+        """Raise ``InvalidInput`` unless ``model`` can embed here (``memory.embed.catalog``)."""
+        if model in self._checked_models:
+            return
+        configured = {m for m in (self.default_model, *self._embedders) if m}
+        await check_embedding_model(model, client=self.client, configured=configured)
+        self._checked_models.add(model)
 
     def model_for_guild(self, guild_id: str) -> str | None:
         if not self.enabled or self.default_model is None:
@@ -286,7 +292,9 @@ class EmbeddingService:
         model = self.model_for_guild(guild_id)
         if model is None or not fact_ids:
             return 0
-        facts = await self.db.read(_facts_needing, guild_id, model, list(fact_ids))
+        facts = await self.db.read(
+            pending_vectors.facts_needing, guild_id, model, list(fact_ids), _fact_text_hash
+        )
         if not facts:
             return 0
         texts = [fact_embedding_text(t, f, e) for _, t, f, e in facts]
@@ -479,17 +487,5 @@ def _chunked(rows: Sequence[Any]) -> list[Sequence[Any]]:
     return [rows[i : i + WRITE_CHUNK] for i in range(0, len(rows), WRITE_CHUNK)]
 
 
-def _facts_needing(
-    con: Any, guild_id: str, model: str, ids: list[int]
-) -> list[tuple[int, str, str, str | None]]:
-    """Active facts among ``ids`` whose stored vector is missing or stale."""
-    out = []
-    for fid, ftype, text, evidence, stored_hash in pending_vectors.fact_rows_with_hash(
-        con, guild_id, model, ids
-    ):
-        if stored_hash is not None and stored_hash == content_hash(
-            fact_embedding_text(ftype, text, evidence)
-        ):
-            continue  # hash before you pay: the text did not change
-        out.append((fid, ftype, text, evidence))
-    return out
+def _fact_text_hash(fact_type: str, fact: str, evidence: str | None) -> str:
+    return content_hash(fact_embedding_text(fact_type, fact, evidence))

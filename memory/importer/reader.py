@@ -44,19 +44,23 @@ Decisions (SPEC §3, issue #7):
   raise ``ImportFormatError`` naming the file and byte position. Records
   yielded before the error stay yielded; re-import is idempotent by message
   id, so the caller can simply run the import again after fixing the file.
+  Broken or looping symbolic links are ``ImportFormatError`` too; a FIFO,
+  device or socket is ``NotRegularFile`` (a subclass), refused unread.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import stat
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
-from memory.errors import InvalidInput
+from memory.errors import ImportFormatError, InvalidInput, NotRegularFile
 from memory.importer.convert import (
     CONTENT_MAX_CHARS,
     DCE_DM_GUILD_ID,
@@ -89,6 +93,7 @@ __all__ = [
     "ImportStats",
     "iter_export",
     "iter_paths",
+    "open_export",
     "read_header",
 ]
 
@@ -195,14 +200,19 @@ def iter_paths(paths: Sequence[Path | str]) -> Iterator[Path]:
             if not inside:
                 log.warning("no .json files under %s", path)
             found.extend(inside)
-        elif path.is_file():
+        elif os.path.lexists(path):
+            # Files, and also FIFOs and broken or looping links: opening them
+            # (``open_export``) says what is wrong with each, one by one.
             found.append(path)
         else:
             raise InvalidInput(f"{path}: no such file or folder")
     seen: set[Path] = set()
     unique: list[Path] = []
     for path in found:
-        key = path.resolve()
+        try:
+            key = path.resolve()
+        except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+            key = path.absolute()
         if key not in seen:
             seen.add(key)
             unique.append(path)
@@ -223,8 +233,8 @@ def _walk_json(root: Path) -> Iterator[Path]:
 def read_header(path: Path | str) -> ExportHeader:
     """Format, guild and channel of a file, reading only its start and tail."""
     path = Path(path)
-    size = path.stat().st_size
-    with path.open("rb") as fh:
+    with open_export(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
         reader = ExportReader(fh, path)
         first = reader.peek()
         if first == "[":
@@ -232,9 +242,8 @@ def read_header(path: Path | str) -> ExportHeader:
         if first != "{":
             raise not_an_export(reader, first)
         header = _read_dce_header(reader)
+        guild, channel = _header_objects(reader, header)
         count = tail_message_count(fh, size)
-    guild = header.get("guild") or {}
-    channel = header.get("channel") or {}
     exported = header.get("exportedAt")
     return ExportHeader(
         format="dce",
@@ -257,7 +266,7 @@ def iter_export(path: Path | str, *, default_guild_id: str | None = None) -> Ite
     Raises ``ImportFormatError`` for files that cannot be read as either format.
     """
     path = Path(path)
-    with path.open("rb") as fh:
+    with open_export(path) as fh:
         reader = ExportReader(fh, path)
         first = reader.peek()
         if first == "{":
@@ -267,6 +276,61 @@ def iter_export(path: Path | str, *, default_guild_id: str | None = None) -> Ite
         else:
             raise not_an_export(reader, first)
         reader.expect_end()
+
+
+def open_export(path: Path) -> BinaryIO:
+    """``path`` opened for binary reading, if it is (a link to) a regular file.
+
+    A FIFO, device or socket raises ``NotRegularFile`` without a byte read:
+    the open itself is non-blocking, so a FIFO nobody writes to cannot hang
+    it. A symbolic link loop, a broken link or an unreadable file raise
+    ``ImportFormatError`` saying which.
+    """
+    nonblocking = getattr(os, "O_NONBLOCK", 0)
+    try:
+        # Checked before opening so a device is never opened at all, and
+        # again on the descriptor in case the path changed in between.
+        _require_regular(path, os.stat(path).st_mode)
+        fd = os.open(path, os.O_RDONLY | nonblocking | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise _open_error(path, exc) from None
+    try:
+        _require_regular(path, os.fstat(fd).st_mode)
+        if nonblocking:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def _require_regular(path: Path, mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    kind = next((name for test, name in kinds if test(mode)), "not a file")
+    raise NotRegularFile(f"not a regular file ({kind}); not read", path=str(path))
+
+
+def _open_error(path: Path, exc: OSError) -> ImportFormatError:
+    if exc.errno == errno.ELOOP:
+        return ImportFormatError("symbolic link loop; not read", path=str(path))
+    if exc.errno == errno.ENOENT and os.path.islink(path):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return ImportFormatError(
+            f"broken symbolic link (to {target!r}, which does not exist); not read",
+            path=str(path),
+        )
+    return ImportFormatError(f"cannot be opened: {exc.strerror or exc}", path=str(path))
 
 
 # --------------------------------------------------------------------------
@@ -304,13 +368,35 @@ def _read_dce_header(reader: ExportReader) -> dict[str, Any]:
         raise reader.unexpected(got, "expected ',' or '}' after a field")
 
 
+def _header_objects(
+    reader: ExportReader, header: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``guild`` and ``channel`` objects, or a format error naming the one that is wrong."""
+    for key in ("guild", "channel"):
+        value = header.get(key)
+        if not isinstance(value, dict):
+            found = "is missing" if key not in header else f"is {_json_kind(value)}"
+            raise reader.error(
+                "wrong schema: 'guild' and 'channel' objects must come before 'messages', "
+                f"but '{key}' {found} (is this a DiscordChatExporter JSON export?)"
+            )
+    return header["guild"], header["channel"]
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else type(value).__name__
+
+
 def _dce_channel(reader: ExportReader, header: dict[str, Any]) -> Channel:
-    guild, channel = header.get("guild"), header.get("channel")
-    if not isinstance(guild, dict) or not isinstance(channel, dict):
-        raise reader.error(
-            "wrong schema: 'guild' and 'channel' objects must come before 'messages' "
-            "(is this a DiscordChatExporter JSON export?)"
-        )
+    guild, channel = _header_objects(reader, header)
     guild_id, channel_id = snowflake(guild.get("id")), snowflake(channel.get("id"))
     if guild_id is None or channel_id is None:
         raise reader.error("wrong schema: 'guild.id' and 'channel.id' must be Discord ids")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from memory.errors import ImportFormatError
+from memory.errors import ImportFormatError, NotRegularFile
 from memory.importer.reader import ImportRecord, ImportStats, iter_export, read_header
 
 if TYPE_CHECKING:
@@ -87,6 +87,8 @@ class ImportReport:
     already: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
+    # Paths that are not regular files (a FIFO named *.json): not read, not an error.
+    skipped_files: list[str] = field(default_factory=list)
     interrupted: bool = False
     settled: bool = False
     seconds: float = 0.0
@@ -126,6 +128,7 @@ class ImportReport:
             "extract_errors": self.extract_errors,
             "dropped": self.dropped,
             "errors": list(self.errors),
+            "skipped_files": list(self.skipped_files),
             "interrupted": self.interrupted,
             "settled": self.settled,
             "seconds": round(self.seconds, 3),
@@ -246,11 +249,17 @@ async def _read_all(
             break
         file_stats = ImportStats()
         try:
-            size = path.stat().st_size
             header = await asyncio.to_thread(read_header, path)
+        except NotRegularFile as exc:
+            text = _error_text(exc, path)
+            report.skipped_files.append(text)
+            if progress is not None:
+                progress.message(f"skipped {text}")
+            continue
         except (ImportFormatError, OSError) as exc:
             failed(exc, path)
             continue
+        size = header.size
         if header.guild_id and header.channel_id and header.guild_id != "0":
             await memory.guilds.set_names(
                 header.guild_id,

@@ -4,6 +4,7 @@ and voice consent."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from memory.clock import Clock, iso
@@ -12,6 +13,8 @@ from memory.guild_settings import GuildSettings, parse_guild_setting, resolve
 from memory.store import facts as store
 from memory.store import ops as store_ops
 from memory.store.db import Database
+
+log = logging.getLogger(__name__)
 
 
 class GuildOps:
@@ -73,11 +76,20 @@ class GuildOps:
         """What is stored (no defaults): the dashboard shows stored and effective values."""
         return dict(await self._db.read(store_ops.get_guild_settings, guild_id))
 
+    async def check_settings(self, values: dict[str, str | None]) -> None:
+        """What ``set_setting`` checks beyond each value's form: an embedding model
+        must be one a configured provider serves (InvalidInput otherwise). Lets a
+        caller refuse a whole batch of settings before storing any."""
+        model = values.get(GUILD_MODEL_KEY)
+        if model is not None:
+            await self._embeddings.check_model(model)
+
     async def set_setting(
         self, guild_id: str, key: str, value: str | None, *, actor: str = "operator"
     ) -> None:
         """Validate and store one setting (InvalidInput on bad values); applies at once."""
         value = parse_guild_setting(key, value)
+        await self.check_settings({key: value})
         now = iso(self._clock())
 
         def work(con: Any) -> None:
@@ -96,7 +108,7 @@ class GuildOps:
         if key == GUILD_MODEL_KEY:
             self._embeddings.set_guild_model(guild_id, value)
             # Vectors of the old model stay (never mixed); fill the new model's.
-            task = asyncio.create_task(self._embeddings.reindex([guild_id]))
+            task = asyncio.create_task(self._reindex_in_background(guild_id))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
@@ -108,3 +120,17 @@ class GuildOps:
     async def voice_opt_outs(self) -> set[tuple[str, str]]:
         """(guild id, user id) of every member who opted out of voice transcription."""
         return set(await self._db.read(store_ops.voice_opt_outs))
+
+    async def _reindex_in_background(self, guild_id: str) -> None:
+        """Fill a guild's vectors for its new model, as a background task.
+
+        Nobody awaits such a task, so a failure is logged and recorded (the
+        embedding service counts it and writes the action log) here instead of
+        dying with the task. Vectors made before it stay; the next re-index resumes.
+        """
+        try:
+            await self._embeddings.reindex([guild_id])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.error("re-index of guild %s failed: %s", guild_id, exc)

@@ -244,11 +244,27 @@ def m004_fts_secure_delete(con: Any) -> None:
     )
 
 
+def m005_operator_sessions(con: Any) -> None:
+    # Dashboard logins, so logging out (or out everywhere) revokes a session
+    # for good. ``id`` is a hash of the session's cookie nonce, never the nonce.
+    con.executescript(
+        """
+        CREATE TABLE operator_sessions (
+            id TEXT PRIMARY KEY,
+            created_at INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL
+        );
+        CREATE INDEX operator_sessions_expiry ON operator_sessions (expires_at);
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     ("m001_core", m001_core),
     ("m002_fts", m002_fts),
     ("m003_vectors_traces_settings", m003_vectors_traces_settings),
     ("m004_fts_secure_delete", m004_fts_secure_delete),
+    ("m005_operator_sessions", m005_operator_sessions),
 ]
 
 

@@ -3,14 +3,19 @@ background embedding and re-index."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
-def fact_rows_with_hash(
-    con: Any, guild_id: str, model: str, ids: list[int]
-) -> list[tuple[int, str, str, str | None, str | None]]:
-    """Active facts among ``ids`` with the content hash of their stored vector
-    for ``model`` (None when they have none)."""
+def facts_needing(
+    con: Any,
+    guild_id: str,
+    model: str,
+    ids: list[int],
+    text_hash: Callable[[str, str, str | None], str],
+) -> list[tuple[int, str, str, str | None]]:
+    """Active facts among ``ids`` whose vector for ``model`` is missing or stale:
+    ``text_hash(type, fact, evidence)`` differs from the hash stored with it."""
     marks = ",".join("?" * len(ids))
     rows = con.execute(
         "SELECT f.id, f.fact_type, f.fact, f.evidence_text, v.content_hash FROM memory_facts f "
@@ -18,7 +23,12 @@ def fact_rows_with_hash(
         f"WHERE f.guild_id = ? AND f.id IN ({marks}) AND f.is_active = 1",
         [model, guild_id, *ids],
     ).fetchall()
-    return [(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+    # Hash before you pay: a fact whose text did not change keeps its vector.
+    return [
+        (int(r[0]), r[1], r[2], r[3])
+        for r in rows
+        if r[4] is None or r[4] != text_hash(r[1], r[2], r[3])
+    ]
 
 
 def messages_without_vector(
