@@ -236,7 +236,7 @@ class Memory(OperatorOps):
                 for m, n in zip(msgs, new, strict=True)
             ]
 
-        return await self.db.write(work)
+        return await self.db.write(work, urgent=True)
 
     async def _process(self, jobs: Sequence[Job]) -> None:
         await self.pipeline(jobs)

@@ -16,7 +16,7 @@ from memory.errors import StorageError
 from memory.extract.llm import ExtractionItem, LLMExtractor
 from memory.models import Candidate
 from memory.store import facts as store
-from memory.store.db import URGENT, Database
+from memory.store.db import Database
 from tests.fakeopenai import FakeOpenAI
 from tests.helpers import ALICE, BOB, GUILD, OTHER_GUILD, echo_fact, eventually, msg
 
@@ -216,11 +216,7 @@ async def test_fast_path_and_item_transactions(tmp_path: Any) -> None:
                 raise ValueError(key)
             return key
 
-        token = URGENT.set(True)
-        try:
-            assert await db.write(add, "urgent") == "urgent"
-        finally:
-            URGENT.reset(token)
+        assert await db.write(add, "urgent", urgent=True) == "urgent"
         assert db.inline_writes == 1, "an urgent write with no transaction open runs at once"
         assert await db.write(add, "queued") == "queued"
         assert db.inline_writes == 1
@@ -241,3 +237,13 @@ async def test_fast_path_and_item_transactions(tmp_path: Any) -> None:
         await db.close()
     with pytest.raises(StorageError):
         await db.write(lambda con: None)
+
+
+async def test_the_acknowledgement_is_an_urgent_write(make_memory: Any) -> None:
+    mem = await make_memory()
+    before = mem.db.inline_writes
+    out = await mem.ingest_message(msg("I keep bees on the roof", author=ALICE))
+    assert out.status == "queued"
+    # Persisted on the fast path: the urgent write ran at once, on this thread.
+    assert mem.db.inline_writes == before + 1
+    assert await mem.settle(30)

@@ -5,12 +5,12 @@ transaction on the writer connection, so a multi-statement change is atomic
 without an asyncio lock. Reads run on reader threads, each with its own
 connection; WAL lets them read while the writer writes.
 
-Writes normally run on the writer thread, one queued job after another.
-Writes issued while ``URGENT`` is set — the durable inbox sets it: an
-acknowledgement waits on them — take a fast path instead: if no transaction is
-open they run at once on the calling (event loop) thread, a fraction of a
-millisecond for a small insert; if one is open they wait for it to end
-(up to ``FAST_PATH_WAIT_S``) and otherwise jump the writer queue.
+Writes normally run on the writer thread, one queued job after another. An
+urgent write (``write(..., urgent=True)``: the durable inbox, whose caller
+waits on the write for its acknowledgement) takes a fast path instead: if no
+transaction is open it runs at once on the calling (event loop) thread, a
+fraction of a millisecond for a small insert; if one is open it waits for it
+to end (up to ``FAST_PATH_WAIT_S``) and otherwise jumps the writer queue.
 A thread hop costs little on an idle machine but, under load, every hand-off
 of the GIL to the writer thread can wait a whole switch interval, per
 statement; the fast path has none. The connection lock keeps it one writer:
@@ -33,7 +33,6 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextvars import ContextVar
 from functools import partial
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -47,11 +46,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 P = ParamSpec("P")
 
-# Set (per task) by code whose caller is waiting on the write: the ingest
-# acknowledgement. Such writes take the fast path described above.
-URGENT: ContextVar[bool] = ContextVar("guildlore_urgent_write", default=False)
-
-# How long the fast path may block the event loop for a transaction in
+# How long an urgent write may block the event loop for a transaction in
 # progress to finish. Blocking is what makes it fast: while the loop waits on
 # the lock it does not hold the GIL, so the writer thread finishes its short
 # transaction at full speed (a millisecond or two), where a busy loop would
@@ -172,9 +167,12 @@ class Database:
         return self._writer_thread is not None and not self._stopping
 
     # -- running work ----------------------------------------------------
-    async def write(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(con, *args)`` in one IMMEDIATE transaction (see ``URGENT``)."""
-        if URGENT.get() and self.is_open:
+    async def write(self, fn: Callable[..., T], *args: Any, urgent: bool = False) -> T:
+        """Run ``fn(con, *args)`` in one IMMEDIATE transaction.
+
+        ``urgent``: a caller is waiting on this write (an acknowledgement); it
+        takes the fast path described in the module docstring."""
+        if urgent and self.is_open:
             # Python locks are not fair: flag the wait so the writer thread does
             # not take the lock straight back for its next transaction.
             self._fast_waiting.clear()
@@ -188,7 +186,7 @@ class Database:
                     return self._transaction(fn, args)
                 finally:
                     self._con_lock.release()
-        return await self._submit(partial(self._locked_transaction, fn, args))
+        return await self._submit(partial(self._locked_transaction, fn, args), urgent=urgent)
 
     async def write_each(self, fn: Callable[..., T], items: Sequence[Any], *args: Any) -> list[T]:
         """Run ``fn(con, item, *args)`` for each item, each in its own transaction.
@@ -208,16 +206,13 @@ class Database:
 
         return await self._submit(run)
 
-    async def _submit(self, fn: Callable[[], T], *, urgent: bool | None = None) -> T:
+    async def _submit(self, fn: Callable[[], T], *, urgent: bool = False) -> T:
         if self._writer_thread is None or self._stopping:
             raise StorageError("database is closed")
         fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         job = _Job(fn, fut)
         with self._cond:
-            if URGENT.get() if urgent is None else urgent:
-                self._urgent.append(job)
-            else:
-                self._normal.append(job)
+            (self._urgent if urgent else self._normal).append(job)
             self._cond.notify()
         return await fut
 
