@@ -42,6 +42,7 @@ from memory.models import (
 from memory.operator import OperatorOps
 from memory.snapshot import GuildLore, PersonFacts, SnapshotRefresher, render_snapshot, write_atomic
 from memory.store import facts as store
+from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
 
@@ -228,9 +229,9 @@ class Memory(OperatorOps):
         now = iso(self.clock())
 
         def work(con: Any) -> list[tuple[bool, str | None]]:
-            new = store.insert_messages(con, msgs, now)
+            new = store_messages.insert_messages(con, msgs, now)
             old_ids = [m.id for m, n in zip(msgs, new, strict=True) if not n]
-            states = store.message_states(con, old_ids) if old_ids else {}
+            states = store_messages.message_states(con, old_ids) if old_ids else {}
             return [
                 (True, "pending") if n else (False, states.get(m.id, ("done", True))[0])
                 for m, n in zip(msgs, new, strict=True)
@@ -246,7 +247,7 @@ class Memory(OperatorOps):
         now = iso(self.clock())
 
         def work(con: Any) -> None:
-            store.mark_messages(con, [job.msg.id], "dropped", now, "ingest queue overflow")
+            store_messages.mark_messages(con, [job.msg.id], "dropped", now, "ingest queue overflow")
             store_ops.log_action(
                 con,
                 "bot_error",
@@ -276,7 +277,7 @@ class Memory(OperatorOps):
         after = 0
         total = 0
         while self.queue.accepting:
-            rows = await self.db.read(store.unfinished_messages, 200, after)
+            rows = await self.db.read(store_messages.unfinished_messages, 200, after)
             if not rows:
                 break
             for seq, m in rows:

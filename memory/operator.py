@@ -31,6 +31,7 @@ from memory.models import (
 )
 from memory.snapshot import SnapshotRefresher
 from memory.store import facts as store
+from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
 
@@ -208,7 +209,9 @@ class OperatorOps:
         return list(await self.db.read(store.fact_history, guild_id, fact_id))
 
     async def get_message(self, guild_id: str, message_id: str) -> StoredMessage | None:
-        result: StoredMessage | None = await self.db.read(store.get_message, guild_id, message_id)
+        result: StoredMessage | None = await self.db.read(
+            store_messages.get_message, guild_id, message_id
+        )
         return result
 
     # -- operator: guilds, settings, health ----------------------------------------------------------
@@ -233,11 +236,11 @@ class OperatorOps:
         now = iso(self.clock())
 
         def work(con: Any) -> None:
-            store.set_guild_name(con, guild_id, guild_name, now)
+            store_messages.set_guild_name(con, guild_id, guild_name, now)
             for cid, name in (channels or {}).items():
-                store.set_channel_name(con, guild_id, cid, name, now)
+                store_messages.set_channel_name(con, guild_id, cid, name, now)
             for uid, name in (members or {}).items():
-                store.upsert_member(con, guild_id, uid, name, now)
+                store_messages.upsert_member(con, guild_id, uid, name, now)
 
         await self.db.write(work)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from memory.config import IngestConfig
 from memory.models import Candidate
-from memory.store import facts as store
+from memory.store import messages as store_messages
 from tests.helpers import ALICE, BOB, GUILD, ScriptedExtractor, echo_fact, eventually, msg
 
 
@@ -302,7 +302,7 @@ async def test_nasty_content_never_crashes_and_loses_nothing(make_memory: Any) -
     assert all(o.status == "queued" for o in outs)
     for o in outs:
         assert await o.wait() is True
-    states = await mem.db.read(store.message_states, [o.message_id for o in outs])
+    states = await mem.db.read(store_messages.message_states, [o.message_id for o in outs])
     assert len(states) == len(nasty)
     assert {s for s, _ in states.values()} <= {"done", "skipped"}
     big = await mem.get_message(GUILD, outs[2].message_id)

@@ -15,7 +15,7 @@ from memory.config import IngestConfig
 from memory.errors import StorageError
 from memory.extract.llm import ExtractionItem, LLMExtractor
 from memory.models import Candidate
-from memory.store import facts as store
+from memory.store import messages as store_messages
 from memory.store.db import Database
 from tests.fakeopenai import FakeOpenAI
 from tests.helpers import ALICE, BOB, GUILD, OTHER_GUILD, echo_fact, eventually, msg
@@ -176,11 +176,11 @@ async def test_dropped_then_replayed_messages_are_journaled_once(make_memory: An
     ext.gate.set()
 
     async def all_done() -> bool:
-        states = await mem.db.read(store.message_states, [o.message_id for o in outs])
+        states = await mem.db.read(store_messages.message_states, [o.message_id for o in outs])
         return {s for s, _ in states.values()} == {"done"}
 
     assert await eventually(all_done)
-    states = await mem.db.read(store.message_states, [o.message_id for o in outs])
+    states = await mem.db.read(store_messages.message_states, [o.message_id for o in outs])
     assert all(journaled for _, journaled in states.values())
     text = mem.journal.daily_files()[0].read_text()
     for i in range(8):
@@ -192,9 +192,9 @@ async def test_insert_messages_group_semantics(make_memory: Any) -> None:
     a = msg("first words", name="Alice")
     b = msg("second words", name="Alice B.")
     now = "2026-11-22T12:00:00.000Z"
-    new = await mem.db.write(store.insert_messages, [a, b, a], now)
+    new = await mem.db.write(store_messages.insert_messages, [a, b, a], now)
     assert new == [True, True, False], "a repeated id in one group is not new"
-    assert await mem.db.write(store.insert_messages, [a], now) == [False]
+    assert await mem.db.write(store_messages.insert_messages, [a], now) == [False]
     row = await mem.get_message(GUILD, b.id)
     assert row is not None and row.content == "second words" and row.state == "pending"
     assert await mem.members(GUILD) == [{"user_id": ALICE, "display_name": "Alice B.", "facts": 0}]

@@ -18,10 +18,20 @@ the writer thread holds it only for the duration of one transaction, and
 ``write_each`` commits item by item, so the fast path never waits behind a
 long batch of pipeline or vector writes.
 
+Change events. Store functions record what a cache outside SQLite must
+follow (``memory.store.changes``) on the write connection; the events of one
+transaction go to the subscribers (``subscribe``) after its ``COMMIT``, in
+commit order, and are dropped with a ``ROLLBACK``. A commit by another
+connection — another process on the same file — is not known change by
+change: when this database notices one (``PRAGMA data_version`` of the
+writer connection moves only for other connections' commits; it is looked at
+in every write transaction and before every read) its subscribers get an
+``ExternalCommit``.
+
 Checkpoints are ours too: automatic checkpoints would run inside whatever
 commit crosses the WAL threshold — possibly one on the event loop — so the
 writer connection has them off and the writer thread runs a passive
-checkpoint on its own connection every ``CHECKPOINT_EVERY`` commits.
+checkpoint on its own connection every ``checkpoint_every`` commits.
 """
 
 from __future__ import annotations
@@ -35,16 +45,18 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from memory.errors import StorageError
 from memory.store import sqlite
+from memory.store.changes import Change, ExternalCommit
 from memory.store.migrations import migrate
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-P = ParamSpec("P")
+
+Subscriber = Callable[[Sequence[Change]], None]
 
 # How long an urgent write may block the event loop for a transaction in
 # progress to finish. Blocking is what makes it fast: while the loop waits on
@@ -85,8 +97,15 @@ def _resolve(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -
 
 
 class Database:
-    def __init__(self, path: Path, *, readers: int = 2) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        readers: int = 2,
+        checkpoint_every: int = CHECKPOINT_EVERY,
+    ) -> None:
         self.path = path
+        self.checkpoint_every = max(1, checkpoint_every)
         self._readers = max(1, readers)
         self._reader_pool: ThreadPoolExecutor | None = None
         self._writer_thread: threading.Thread | None = None
@@ -100,6 +119,9 @@ class Database:
         self._stopping = False
         self._commits = 0  # since the last checkpoint
         self._checkpoint_con: Any = None
+        self._data_version: int | None = None  # the writer connection's, last looked at
+        self._subscribers: tuple[Subscriber, ...] = ()
+        self._subscribers_lock = threading.Lock()
         self._local = threading.local()
         self._reader_cons: list[Any] = []
         self._reader_lock = threading.Lock()
@@ -128,6 +150,7 @@ class Database:
             con = sqlite.connect(self.path)
             migrate(con)
             con.execute("PRAGMA wal_autocheckpoint = 0")  # see the module docstring
+            self._data_version = int(con.execute("PRAGMA data_version").fetchone()[0])
             self.versions = sqlite.versions(con)
         except sqlite.Error as exc:
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
@@ -165,6 +188,50 @@ class Database:
     @property
     def is_open(self) -> bool:
         return self._writer_thread is not None and not self._stopping
+
+    # -- change events ---------------------------------------------------
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        """Call ``fn(changes)`` after every commit that recorded changes, on the
+        thread that committed, in commit order, and with ``[ExternalCommit()]``
+        when another connection's commit is noticed. ``fn`` must be quick and
+        must not touch the database. Returns the call that ends the subscription."""
+        with self._subscribers_lock:
+            self._subscribers = (*self._subscribers, fn)
+
+        def unsubscribe() -> None:
+            with self._subscribers_lock:
+                self._subscribers = tuple(f for f in self._subscribers if f is not fn)
+
+        return unsubscribe
+
+    def _publish(self, changes: Sequence[Change]) -> None:
+        for fn in self._subscribers:
+            try:
+                fn(changes)
+            except Exception:  # the transaction has committed: a cache must not fail it
+                log.exception("change subscriber failed")
+
+    def _look_for_external_commit(self, con: Any) -> None:
+        """Publish ``ExternalCommit`` if another connection committed since the
+        last look; the caller holds ``_con_lock``."""
+        version = int(con.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._data_version:
+            self._data_version = version
+            self._publish([ExternalCommit()])
+
+    def _notice_external_commit(self) -> None:
+        """The reader's look: never waits. When a write holds the connection,
+        its own look at ``BEGIN`` covers every commit up to now (no other
+        connection can commit while it holds the write lock)."""
+        if not self._subscribers or not self._con_lock.acquire(blocking=False):
+            return
+        try:
+            if self._writer_con is not None:
+                self._look_for_external_commit(self._writer_con)
+        except sqlite.Error:  # only a cache depends on it; the next look retries
+            log.debug("could not read data_version", exc_info=True)
+        finally:
+            self._con_lock.release()
 
     # -- running work ----------------------------------------------------
     async def write(self, fn: Callable[..., T], *args: Any, urgent: bool = False) -> T:
@@ -222,7 +289,7 @@ class Database:
                 while not self._urgent and not self._normal:
                     if self._stopping:
                         return
-                    if self._commits >= CHECKPOINT_EVERY:
+                    if self._commits >= self.checkpoint_every:
                         break
                     self._cond.wait()
                 job = (
@@ -234,8 +301,8 @@ class Database:
                 )
             if job is not None:
                 self._run_job(job)
-            if self._commits >= CHECKPOINT_EVERY:
-                self._checkpoint_passive()
+            if self._commits >= self.checkpoint_every:
+                self._checkpoint()
 
     def _run_urgent(self) -> None:
         while True:
@@ -271,18 +338,26 @@ class Database:
             raise StorageError("database is closed")
         con.execute("BEGIN IMMEDIATE")
         try:
+            self._look_for_external_commit(con)
+            con.changes = []
             result = fn(con, *args)
+            con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            con.changes = None
+            if con.in_transaction:
+                con.execute("ROLLBACK")
             raise
-        con.execute("COMMIT")
+        changes, con.changes = con.changes, None
         self._commits += 1
-        if self._commits == CHECKPOINT_EVERY:
+        if self._commits == self.checkpoint_every:
             with self._cond:
                 self._cond.notify()  # the writer thread checkpoints, off this path
+        if changes:
+            self._publish(changes)
         return result
 
-    def _checkpoint_passive(self) -> None:
+    # -- checkpoints -----------------------------------------------------
+    def _checkpoint(self) -> None:
         """Copy what WAL frames it can into the database file, blocking no one."""
         self._commits = 0
         try:
@@ -304,6 +379,7 @@ class Database:
 
         await self._submit(run)
 
+    # -- reads -----------------------------------------------------------
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(con, *args)`` on a reader thread inside one read transaction."""
         if self._reader_pool is None:
@@ -323,6 +399,7 @@ class Database:
         return con
 
     def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        self._notice_external_commit()
         con = self._reader()
         # One transaction gives the function a consistent snapshot.
         con.execute("BEGIN")
