@@ -1,8 +1,11 @@
-"""The database's change events: delivered after COMMIT, dropped on
-ROLLBACK, another connection's commits noticed."""
+"""The database's change events (delivered after COMMIT, dropped on ROLLBACK,
+another connection's commits noticed) and the bound on the WAL under
+sustained writes with readers always busy."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,10 @@ def _put(con: Any, key: str, value: str = "v") -> None:
         "INSERT INTO guild_settings (guild_id, key, value, updated_at) VALUES ('g', ?, ?, 'now')",
         (key, value),
     )
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size
 
 
 class Recorder:
@@ -97,9 +104,9 @@ async def test_a_failing_subscriber_does_not_fail_the_committed_write(tmp_path: 
 
 async def test_another_connections_commit_is_noticed_but_not_our_own_work(tmp_path: Path) -> None:
     path = tmp_path / "x.sqlite3"
-    # A checkpoint after every commit: our own checkpoints must not look like
-    # someone else's commit.
-    ours = Database(path, checkpoint_every=1)
+    # Tiny checkpoint interval and WAL limit: our own passive checkpoints and
+    # restarts run many times here, and must not look like someone else's commit.
+    ours = Database(path, checkpoint_every=1, wal_limit_bytes=16 * 1024)
     theirs = Database(path)
     await ours.open()
     await theirs.open()
@@ -111,6 +118,7 @@ async def test_another_connections_commit_is_noticed_but_not_our_own_work(tmp_pa
             await ours.read(
                 lambda con: con.execute("SELECT count(*) FROM guild_settings").fetchone()
             )
+        assert ours.wal_restarts > 0
         assert got == []
         await theirs.write(_put, "theirs")
         await ours.read(lambda con: None)  # a read looks, as a write does
@@ -123,3 +131,42 @@ async def test_another_connections_commit_is_noticed_but_not_our_own_work(tmp_pa
     finally:
         await theirs.close()
         await ours.close()
+
+
+async def test_sustained_writes_with_readers_always_busy_keep_the_wal_bounded(
+    tmp_path: Path,
+) -> None:
+    """Two reader threads in back-to-back read transactions: every write begins
+    with a reader inside the WAL, so SQLite never starts it over by itself;
+    without the restarting checkpoint it holds every page written (~20 MB here)."""
+    limit = 512 * 1024
+    db = Database(tmp_path / "x.sqlite3", checkpoint_every=10, wal_limit_bytes=limit)
+    await db.open()
+    wal = Path(f"{db.path}-wal")
+    stop = asyncio.Event()
+
+    def slow_read(con: Any) -> int:
+        n = int(con.execute("SELECT count(*) FROM guild_settings").fetchone()[0])
+        time.sleep(0.02)  # a read transaction held open, as a search or a load is
+        return n
+
+    async def reader() -> None:
+        while not stop.is_set():
+            await db.read(slow_read)
+
+    readers = [asyncio.create_task(reader())]
+    await asyncio.sleep(0.01)  # staggered: one of them is always inside a read
+    readers.append(asyncio.create_task(reader()))
+    peak = 0
+    try:
+        for i in range(1000):
+            await db.write(_put, f"k{i}", "x" * 8000)  # ~20 KB of WAL per commit
+            peak = max(peak, _size(wal))
+    finally:
+        stop.set()
+        await asyncio.gather(*readers)
+        await db.close()
+    assert db.wal_restarts > 0
+    # The limit, plus what the commits between two checks add, plus slack for
+    # a restart that had to wait a round.
+    assert peak <= 4 * limit, peak

@@ -31,7 +31,19 @@ in every write transaction and before every read) its subscribers get an
 Checkpoints are ours too: automatic checkpoints would run inside whatever
 commit crosses the WAL threshold — possibly one on the event loop — so the
 writer connection has them off and the writer thread runs a passive
-checkpoint on its own connection every ``checkpoint_every`` commits.
+checkpoint on its own connection every ``checkpoint_every`` commits. Under
+sustained writes with readers always busy that is not enough, and the WAL
+grows without bound: the passive checkpoints copy the frames, but SQLite
+starts the WAL over only when a write begins while no reader is inside it.
+So past ``wal_limit_bytes`` the writer thread restarts it: it holds new reads
+back (back-to-back reads on two threads keep a reader in the WAL forever),
+waits up to ``WAL_READERS_WAIT_S`` for the reads in progress to end, runs a
+RESTART checkpoint on the writer connection (the passive one just before
+copied most frames, so it holds the connection lock briefly), and lets the
+reads go on; the next write starts the WAL over from its first frame. If a
+read takes longer, the next round tries again. The file is reused, not
+truncated (that costs time in the write that does it); ``journal_size_limit``
+trims it to twice the limit if it ever grew further.
 """
 
 from __future__ import annotations
@@ -67,6 +79,14 @@ Subscriber = Callable[[Sequence[Change]], None]
 # checkpoint) sends the write to the front of the writer queue instead.
 FAST_PATH_WAIT_S = 0.05
 CHECKPOINT_EVERY = 200  # commits between passive checkpoints (~1000 pages by default)
+# Past this much WAL the writer thread restarts it (see the module docstring).
+WAL_LIMIT_BYTES = 64 * 1024 * 1024
+# How long new reads are held back at most while the reads in progress end.
+WAL_READERS_WAIT_S = 0.25
+# How long the restart waits for readers of other processes, with writes held
+# up; a reader that takes longer makes it try again a round later.
+WAL_RESTART_WAIT_MS = 100
+WAL_FRAME_HEADER = 24  # bytes before each page in the WAL
 # Page cache of each reader connection, KiB. SQLite's default (2 MiB) holds a
 # fraction of a big guild's facts table and FTS index: a search that joins
 # ~20k FTS matches to their fact rows then pays a pread() system call per
@@ -96,6 +116,38 @@ def _resolve(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -
         fut.set_result(result)
 
 
+class _ReadGate:
+    """Counts the reads in progress and lets the writer thread hold new ones back."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._held = False
+
+    def enter(self) -> None:
+        with self._cond:
+            while self._held:
+                self._cond.wait()
+            self._active += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self._active -= 1
+            if not self._active:
+                self._cond.notify_all()
+
+    def hold(self, timeout: float) -> bool:
+        """Hold new reads back; True once no read is in progress (within ``timeout``)."""
+        with self._cond:
+            self._held = True
+            return self._cond.wait_for(lambda: not self._active, timeout)
+
+    def release(self) -> None:
+        with self._cond:
+            self._held = False
+            self._cond.notify_all()
+
+
 class Database:
     def __init__(
         self,
@@ -103,9 +155,11 @@ class Database:
         *,
         readers: int = 2,
         checkpoint_every: int = CHECKPOINT_EVERY,
+        wal_limit_bytes: int = WAL_LIMIT_BYTES,
     ) -> None:
         self.path = path
         self.checkpoint_every = max(1, checkpoint_every)
+        self.wal_limit_bytes = wal_limit_bytes
         self._readers = max(1, readers)
         self._reader_pool: ThreadPoolExecutor | None = None
         self._writer_thread: threading.Thread | None = None
@@ -119,14 +173,18 @@ class Database:
         self._stopping = False
         self._commits = 0  # since the last checkpoint
         self._checkpoint_con: Any = None
+        self._page_size = 4096
         self._data_version: int | None = None  # the writer connection's, last looked at
         self._subscribers: tuple[Subscriber, ...] = ()
         self._subscribers_lock = threading.Lock()
         self._local = threading.local()
         self._reader_cons: list[Any] = []
         self._reader_lock = threading.Lock()
+        self._read_gate = _ReadGate()
         self.versions: dict[str, str] = {}
         self.inline_writes = 0  # urgent writes that took the fast path
+        self.wal_restarts = 0  # restarting checkpoints that completed
+        self.wal_restarts_deferred = 0  # ... that readers held up, tried again later
 
     # -- lifecycle -------------------------------------------------------
     async def open(self) -> None:
@@ -150,6 +208,8 @@ class Database:
             con = sqlite.connect(self.path)
             migrate(con)
             con.execute("PRAGMA wal_autocheckpoint = 0")  # see the module docstring
+            con.execute(f"PRAGMA journal_size_limit = {2 * int(self.wal_limit_bytes)}")
+            self._page_size = int(con.execute("PRAGMA page_size").fetchone()[0])
             self._data_version = int(con.execute("PRAGMA data_version").fetchone()[0])
             self.versions = sqlite.versions(con)
         except sqlite.Error as exc:
@@ -358,14 +418,51 @@ class Database:
 
     # -- checkpoints -----------------------------------------------------
     def _checkpoint(self) -> None:
-        """Copy what WAL frames it can into the database file, blocking no one."""
+        """Copy what WAL frames it can into the database file, blocking no one;
+        restart the WAL if it has grown past the limit anyway."""
         self._commits = 0
         try:
             if self._checkpoint_con is None:
                 self._checkpoint_con = sqlite.connect(self.path)
-            self._checkpoint_con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            row = self._checkpoint_con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite.Error:  # an optimisation: the next one catches up
             log.warning("passive WAL checkpoint failed", exc_info=True)
+            return
+        frames = int(row[1])
+        if frames * (self._page_size + WAL_FRAME_HEADER) > self.wal_limit_bytes:
+            self._restart_wal()
+
+    def _restart_wal(self) -> None:
+        """Have the next write start the WAL over, with this process's reads
+        held back meanwhile."""
+        busy = 1
+        try:
+            if self._read_gate.hold(WAL_READERS_WAIT_S):
+                busy = self._restart_locked()
+        finally:
+            self._read_gate.release()
+        if busy:
+            self.wal_restarts_deferred += 1
+        else:
+            self.wal_restarts += 1
+
+    def _restart_locked(self) -> int:
+        """The RESTART checkpoint, on the writer connection: one run by another
+        connection would block the writer's next ``BEGIN`` inside SQLite, out
+        of reach of the connection lock."""
+        with self._con_lock:
+            con = self._writer_con
+            if con is None:
+                return 1
+            try:
+                con.execute(f"PRAGMA busy_timeout = {WAL_RESTART_WAIT_MS}")
+                try:
+                    return int(con.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0])
+                finally:
+                    con.execute(f"PRAGMA busy_timeout = {sqlite.BUSY_TIMEOUT_MS}")
+            except sqlite.Error:
+                log.warning("restarting WAL checkpoint failed", exc_info=True)
+                return 1
 
     async def checkpoint(self) -> None:
         """Fold the WAL into the main file and truncate it (after an erase, the
@@ -401,12 +498,16 @@ class Database:
     def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         self._notice_external_commit()
         con = self._reader()
-        # One transaction gives the function a consistent snapshot.
-        con.execute("BEGIN")
+        self._read_gate.enter()
         try:
-            return fn(con, *args)
+            # One transaction gives the function a consistent snapshot.
+            con.execute("BEGIN")
+            try:
+                return fn(con, *args)
+            finally:
+                con.execute("COMMIT")
         finally:
-            con.execute("COMMIT")
+            self._read_gate.leave()
 
 
 def _checkpoint_and_close(con: Any) -> None:
