@@ -37,7 +37,7 @@ _C = TypeVar("_C")
 
 @dataclass(frozen=True)
 class RetrievalTuning:
-    """Candidate counts and caches (``RetrievalConfig`` holds SPEC's limits)."""
+    """Candidate counts and caches (``RetrievalConfig`` holds the configured limits)."""
 
     message_candidates: int = 200  # nearest messages and BM25 matches, each
     fact_overfetch: int = 16  # extra KNN slots in case a cached row went stale

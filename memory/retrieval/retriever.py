@@ -103,7 +103,7 @@ class Retriever:
     ) -> list[Hit]:
         """Hits best first, at most ``limit`` (clamped to 1..search_limit_max).
 
-        With ``gate`` (the default; SPEC §6's strict search) only hits that
+        With ``gate`` (the default: strict search) only hits that
         pass the relevance gate are returned, maybe none. ``gate=False`` is a
         ranking view: every candidate, best first, whether it passes or not
         (each hit's ``parts.passed`` still tells) — what a retrieval benchmark
@@ -182,7 +182,7 @@ class Retriever:
                 visible_channels,
                 exclude_message_ids,
             )
-        # SPEC §6: past messages of the same channel come first (stable sort
+        # Past messages of the same channel come first (stable sort
         # keeps the score order inside each group).
         messages.sort(key=lambda h: h.channel_id != channel_id)
         ctx.timings["slice_ms"] = (time.perf_counter() - started) * 1000
