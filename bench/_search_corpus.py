@@ -296,15 +296,15 @@ def iso_time(ts: float) -> str:
 
 
 def write_members(con: Any, corpus: Corpus, now: str) -> None:
-    from memory.store import facts as store
+    from memory.store import messages as store_messages
 
     for g in range(GUILDS):
         gid = guild_id(g)
-        store.set_guild_name(con, gid, f"bench guild {g}", now)
+        store_messages.set_guild_name(con, gid, f"bench guild {g}", now)
         for c in range(CHANNELS_PER_GUILD):
-            store.set_channel_name(con, gid, channel_id(g, c), f"channel-{c}", now)
+            store_messages.set_channel_name(con, gid, channel_id(g, c), f"channel-{c}", now)
         for who, name in enumerate(corpus.names[g]):
-            store.upsert_member(con, gid, user_id(g, who), name, now)
+            store_messages.upsert_member(con, gid, user_id(g, who), name, now)
 
 
 def write_facts(con: Any, model: str, facts: list[dict[str, Any]], now: str) -> None:
@@ -333,13 +333,13 @@ def write_facts(con: Any, model: str, facts: list[dict[str, Any]], now: str) -> 
 
 def write_messages(con: Any, model: str, items: list[tuple[Any, np.ndarray]], now: str) -> None:
     from memory.embed.base import vector_to_blob
-    from memory.store import facts as store
+    from memory.store import messages as store_messages
     from memory.store import vectors as store_vectors
 
     msgs = [m for m, _ in items]
-    store.insert_messages(con, msgs, now)
-    store.mark_messages(con, [m.id for m in msgs], "done", now)
-    store.mark_journaled(con, [m.id for m in msgs])
+    store_messages.insert_messages(con, msgs, now)
+    store_messages.mark_messages(con, [m.id for m in msgs], "done", now)
+    store_messages.mark_journaled(con, [m.id for m in msgs])
     seqs = {
         r["id"]: int(r["seq"])
         for r in con.execute(

@@ -21,6 +21,10 @@ processed rate over the steady window (after a warm-up of a few seconds, as
 the first LLM round trips are still in flight), drops, queue depth, LLM calls
 and messages per call, and the time from acknowledgement to processed.
 
+Both parts also sample the size of the database's ``-wal`` file every 10 ms
+and report its peak beside the database's size at the end: the WAL must stay
+bounded under sustained ingest (``memory.store.db``).
+
 Targets (issue): ack p99 ≤ 5 ms; at 1 s LLM latency, 30 msg/s sustained for
 2 minutes with zero drops. Writes bench/results/ingest.json and prints tables.
 """
@@ -63,6 +67,45 @@ from tests.fakeopenai import FakeOpenAI
 GUILD = "900000000000000001"
 CHANNELS = [str(910000000000000000 + i) for i in range(4)]
 WARMUP_S = 5.0
+
+
+class WalSampler:
+    """Samples the size of a database's WAL file on a thread of its own."""
+
+    def __init__(self, db_path: Path, interval_s: float = 0.01) -> None:
+        self.db_path = db_path
+        self.wal = Path(f"{db_path}-wal")
+        self.interval_s = interval_s
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wal-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval_s)
+        self._sample()
+
+    def _sample(self) -> None:
+        try:
+            self.peak_bytes = max(self.peak_bytes, self.wal.stat().st_size)
+        except FileNotFoundError:
+            pass
+
+    def start(self) -> WalSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def result(self) -> dict[str, float]:
+        try:
+            db_bytes = self.db_path.stat().st_size
+        except FileNotFoundError:
+            db_bytes = 0
+        return {"wal_peak_mib": self.peak_bytes / 2**20, "db_mib": db_bytes / 2**20}
 
 
 class FakeServerThread:
@@ -136,7 +179,9 @@ def _message(i: int, author: str, text: str, channel: str) -> IncomingMessage:
 
 async def burst(n: int, data_dir: Path, export: Path) -> dict[str, Any]:
     texts = cycle(export_texts(export))
-    mem = await Memory.open(MemoryConfig.for_data_dir(data_dir), extractor=RuleExtractor())
+    cfg = MemoryConfig.for_data_dir(data_dir)
+    sampler = WalSampler(cfg.db_path).start()
+    mem = await Memory.open(cfg, extractor=RuleExtractor())
     # Load the embedding model first: a bot loads it at start-up, not mid-burst.
     await mem.embeddings.warm_up(GUILD)
     # And the guild's settings: on a cold cache each of the first few thousand
@@ -176,6 +221,7 @@ async def burst(n: int, data_dir: Path, export: Path) -> dict[str, Any]:
     done_s = time.perf_counter() - started
     counters_end = mem.admin.counters()
     cpu_s = time.process_time() - cpu0
+    sampler.stop()  # before close: its checkpoint truncates the WAL
     await mem.close()
     return {
         "messages": n,
@@ -193,6 +239,7 @@ async def burst(n: int, data_dir: Path, export: Path) -> dict[str, Any]:
         "all_embedded_seconds": done_s if embed_ok else None,
         "facts_added": counters_end["facts_added"],
         "process_cpu_seconds": cpu_s,
+        **sampler.result(),
     }
 
 
@@ -206,6 +253,7 @@ async def sustained(
         cfg = MemoryConfig.for_data_dir(
             data_dir, embedding=EmbeddingConfig(provider="local"), ingest=IngestConfig()
         )
+        sampler = WalSampler(cfg.db_path).start()
         mem = await Memory.open(cfg, extractor=extractor)
         await mem.embeddings.warm_up(GUILD)
         await mem.guilds.settings(GUILD)
@@ -243,6 +291,7 @@ async def sustained(
         c = mem.admin.counters()
         chat_calls = len(fake.chat_requests())
         max_in_flight = fake.max_in_flight
+        sampler.stop()
         await mem.close()
         await client.close()
     steady = c_window["ingest_processed"] - (processed_at_warmup or 0)
@@ -266,6 +315,7 @@ async def sustained(
             "p99": percentile(latencies, 99),
             "max": max(latencies) if latencies else None,
         },
+        **sampler.result(),
     }
 
 
@@ -326,6 +376,8 @@ def _print_burst(b: dict[str, Any]) -> None:
             "dropped in burst",
             "all processed after s",
             "all embedded after s",
+            "WAL peak MiB",
+            "db MiB",
         ],
         [
             [
@@ -335,6 +387,8 @@ def _print_burst(b: dict[str, Any]) -> None:
                 b["dropped_during_burst"],
                 b["all_processed_seconds"],
                 b["all_embedded_seconds"],
+                b["wal_peak_mib"],
+                b["db_mib"],
             ]
         ],
     )
@@ -355,6 +409,8 @@ def _print_sustained(runs: list[dict[str, Any]], rate: float) -> None:
             "max conc.",
             "ack p99 ms",
             "ack→done p99 s",
+            "WAL peak MiB",
+            "db MiB",
         ],
         [
             [
@@ -369,6 +425,8 @@ def _print_sustained(runs: list[dict[str, Any]], rate: float) -> None:
                 r["max_concurrent_calls"],
                 r["ack_ms"]["p99"],
                 r["ack_to_processed_s"]["p99"],
+                r["wal_peak_mib"],
+                r["db_mib"],
             ]
             for r in runs
         ],

@@ -124,7 +124,7 @@ class Baselines:
         self.con = sqlite.connect(db_path)
         dims = store_vectors.model_dims(self.con, model)
         assert dims is not None
-        # store_vectors.knn_facts's query, with its per-call model lookup done
+        # store_vectors.knn's query for facts, with its per-call model lookup done
         # once here: the column is the bare vec0 KNN.
         self.sql = (
             f"SELECT fact_id, distance FROM vec_facts_{store_vectors.model_number(self.con, model)} "
@@ -254,7 +254,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
     from memory.engine import Memory
     from memory.extract.rules.extractor import RuleExtractor
-    from memory.retrieval.retriever import RetrievalTuning
+    from memory.retrieval.context import RetrievalTuning
 
     sizes = sorted(args.sizes)
     corpus = Corpus(args.pool, args.noise)

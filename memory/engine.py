@@ -47,6 +47,7 @@ from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
 from memory.snapshot_file import SNAPSHOT_NAME, SnapshotFile
 from memory.store import facts as store
+from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
 
@@ -254,22 +255,24 @@ class Memory:
 
     async def get_message(self, guild_id: str, message_id: str) -> StoredMessage | None:
         """An ingested message with its processing status, or None."""
-        result: StoredMessage | None = await self.db.read(store.get_message, guild_id, message_id)
+        result: StoredMessage | None = await self.db.read(
+            store_messages.get_message, guild_id, message_id
+        )
         return result
 
     async def _persist(self, msgs: Sequence[IncomingMessage]) -> list[tuple[bool, str | None]]:
         now = iso(self.clock())
 
         def work(con: Any) -> list[tuple[bool, str | None]]:
-            new = store.insert_messages(con, msgs, now)
+            new = store_messages.insert_messages(con, msgs, now)
             old_ids = [m.id for m, n in zip(msgs, new, strict=True) if not n]
-            states = store.message_states(con, old_ids) if old_ids else {}
+            states = store_messages.message_states(con, old_ids) if old_ids else {}
             return [
                 (True, "pending") if n else (False, states.get(m.id, ("done", True))[0])
                 for m, n in zip(msgs, new, strict=True)
             ]
 
-        return await self.db.write(work)
+        return await self.db.write(work, urgent=True)
 
     async def _process(self, jobs: Sequence[Job]) -> None:
         await self.pipeline(jobs)
@@ -279,7 +282,7 @@ class Memory:
         now = iso(self.clock())
 
         def work(con: Any) -> None:
-            store.mark_messages(con, [job.msg.id], "dropped", now, "ingest queue overflow")
+            store_messages.mark_messages(con, [job.msg.id], "dropped", now, "ingest queue overflow")
             store_ops.log_action(
                 con,
                 "bot_error",
@@ -308,7 +311,7 @@ class Memory:
         after = 0
         total = 0
         while self.queue.accepting:
-            rows = await self.db.read(store.unfinished_messages, 200, after)
+            rows = await self.db.read(store_messages.unfinished_messages, 200, after)
             if not rows:
                 break
             for seq, m in rows:

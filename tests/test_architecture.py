@@ -27,9 +27,7 @@ MEMORY_HOLDERS = frozenset({"mem", "memory", "memory_of"})
 # Private names still imported across modules, (importing file, module) → names.
 # Being removed by the helpers re-cutting these modules; the lead empties this
 # after merging them.
-PRIVATE_IMPORTS_BEING_REMOVED: dict[tuple[str, str], tuple[str, ...]] = {
-    ("memory/store/facts.py", "memory.store.messages"): ("_chunks", "_prefixed"),
-}
+PRIVATE_IMPORTS_BEING_REMOVED: dict[tuple[str, str], tuple[str, ...]] = {}
 
 
 def _imports(path: Path) -> set[str]:

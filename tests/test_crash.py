@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memory.store import facts as store
+from memory.store import messages as store_messages
 from tests.helpers import GUILD, ScriptedExtractor, echo_fact, eventually
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +72,7 @@ async def test_sigkill_mid_stream_loses_nothing_and_processes_once(
     mem = await make_memory(extractor=ext, data_dir=data, embeddings="none")
     await eventually(lambda: mem.queue.idle() and mem.queue.stats.replayed > 0)
     assert await mem.drain(10)
-    states = await mem.db.read(store.message_states, acked)
+    states = await mem.db.read(store_messages.message_states, acked)
     assert set(states) == set(acked), "every acknowledged message is in `messages`"
     assert {s for s, _ in states.values()} == {"done"}
 

@@ -8,7 +8,7 @@ from typing import Any
 from memory.clock import iso
 from memory.config import IngestConfig
 from memory.models import Candidate
-from memory.store import facts as store
+from memory.store import messages as store_messages
 from tests.helpers import ALICE, BOB, GUILD, ScriptedExtractor, echo_fact, eventually, msg
 
 
@@ -339,7 +339,7 @@ async def test_nasty_content_never_crashes_and_loses_nothing(make_memory: Any) -
     assert all(o.status == "queued" for o in outs)
     for o in outs:
         assert await o.wait() is True
-    states = await mem.db.read(store.message_states, [o.message_id for o in outs])
+    states = await mem.db.read(store_messages.message_states, [o.message_id for o in outs])
     assert len(states) == len(nasty)
     assert {s for s, _ in states.values()} <= {"done", "skipped"}
     big = await mem.get_message(GUILD, outs[2].message_id)
@@ -376,7 +376,7 @@ async def test_opened_without_ingest_it_leaves_the_inbox_to_the_bot(tmp_path: An
     cfg = MemoryConfig.for_data_dir(tmp_path / "d", embedding=EmbeddingConfig(provider="none"))
     left = msg("I grow tomatoes on my balcony.")
     quiet = await Memory.open(cfg, ingest=False)
-    await quiet.db.write(store.insert_messages, [left], iso(system_clock()))
+    await quiet.db.write(store_messages.insert_messages, [left], iso(system_clock()))
     refused = await quiet.ingest_message(msg("I also keep bees."))
     assert refused.status == "rejected" and refused.reason == "opened without ingest"
     assert not await refused.wait()

@@ -16,8 +16,8 @@ from memory.errors import StorageError
 from memory.extract.base import ExtractionItem
 from memory.extract.llm import LLMExtractor
 from memory.models import Candidate
-from memory.store import facts as store
-from memory.store.db import URGENT, Database
+from memory.store import messages as store_messages
+from memory.store.db import Database
 from tests.fakeopenai import FakeOpenAI
 from tests.helpers import ALICE, BOB, GUILD, OTHER_GUILD, echo_fact, eventually, msg
 
@@ -177,11 +177,11 @@ async def test_dropped_then_replayed_messages_are_journaled_once(make_memory: An
     ext.gate.set()
 
     async def all_done() -> bool:
-        states = await mem.db.read(store.message_states, [o.message_id for o in outs])
+        states = await mem.db.read(store_messages.message_states, [o.message_id for o in outs])
         return {s for s, _ in states.values()} == {"done"}
 
     assert await eventually(all_done)
-    states = await mem.db.read(store.message_states, [o.message_id for o in outs])
+    states = await mem.db.read(store_messages.message_states, [o.message_id for o in outs])
     assert all(journaled for _, journaled in states.values())
     text = mem.journal.daily_files()[0].read_text()
     for i in range(8):
@@ -193,9 +193,9 @@ async def test_insert_messages_group_semantics(make_memory: Any) -> None:
     a = msg("first words", name="Alice")
     b = msg("second words", name="Alice B.")
     now = "2026-11-22T12:00:00.000Z"
-    new = await mem.db.write(store.insert_messages, [a, b, a], now)
+    new = await mem.db.write(store_messages.insert_messages, [a, b, a], now)
     assert new == [True, True, False], "a repeated id in one group is not new"
-    assert await mem.db.write(store.insert_messages, [a], now) == [False]
+    assert await mem.db.write(store_messages.insert_messages, [a], now) == [False]
     row = await mem.get_message(GUILD, b.id)
     assert row is not None and row.content == "second words" and row.state == "pending"
     assert await mem.guilds.members(GUILD) == [
@@ -219,11 +219,7 @@ async def test_fast_path_and_item_transactions(tmp_path: Any) -> None:
                 raise ValueError(key)
             return key
 
-        token = URGENT.set(True)
-        try:
-            assert await db.write(add, "urgent") == "urgent"
-        finally:
-            URGENT.reset(token)
+        assert await db.write(add, "urgent", urgent=True) == "urgent"
         assert db.inline_writes == 1, "an urgent write with no transaction open runs at once"
         assert await db.write(add, "queued") == "queued"
         assert db.inline_writes == 1
@@ -244,3 +240,13 @@ async def test_fast_path_and_item_transactions(tmp_path: Any) -> None:
         await db.close()
     with pytest.raises(StorageError):
         await db.write(lambda con: None)
+
+
+async def test_the_acknowledgement_is_an_urgent_write(make_memory: Any) -> None:
+    mem = await make_memory()
+    before = mem.db.inline_writes
+    out = await mem.ingest_message(msg("I keep bees on the roof", author=ALICE))
+    assert out.status == "queued"
+    # Persisted on the fast path: the urgent write ran at once, on this thread.
+    assert mem.db.inline_writes == before + 1
+    assert await mem.settle(30)

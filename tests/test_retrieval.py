@@ -23,6 +23,7 @@ from memory.models import Hit, IncomingMessage
 from memory.retrieval.query import fts_match_expression
 from memory.retrieval.scoring import channel_score, passes_gate
 from memory.store import facts as store
+from memory.store import messages as store_messages
 from memory.store import vectors as store_vectors
 from tests.helpers import ALICE, BOB, CHANNEL, GUILD, OTHER_GUILD, msg
 
@@ -521,11 +522,11 @@ async def test_lazy_backfill_is_capped_at_8_per_query(make_memory: Callable[...,
     ]
 
     def stored_never_embedded(con: Any) -> None:
-        store.insert_messages(con, raw, now)
+        store_messages.insert_messages(con, raw, now)
         # Marked processed in the same transaction: a row left 'pending' is
         # picked up by the start-up replay, which would embed all 20 of them
         # in the background and race the cap this test checks.
-        store.mark_messages(con, [m.id for m in raw], "done", now)
+        store_messages.mark_messages(con, [m.id for m in raw], "done", now)
 
     await mem.db.write(stored_never_embedded)
 

@@ -1,4 +1,4 @@
-"""The split FTS query of big guilds (``Retriever._split_fts``): two id ranges
+"""The split FTS query of big guilds (``FactSearch._split_fts``): two id ranges
 ranked on two reader threads must give exactly the whole query's answer —
 same facts, same bm25, same order of ties — and so the same search results.
 """
@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory.retrieval import retriever as retrieval
+from memory.retrieval import facts as fact_search
 from memory.retrieval.query import fts_match_expression
+from memory.retrieval.shared_part import SharedPart
 from memory.store import facts as store
-from memory.store.search import SharedPart, fts_fact_ranks, merge_ranks
+from memory.store.search import fts_fact_ranks, merge_ranks
 from tests.helpers import CHANNEL, GUILD, OTHER_GUILD, eventually
 from tests.test_retrieval import filler_facts, insert_facts
 
@@ -87,22 +88,22 @@ async def test_search_with_the_split_equals_search_without(
             out.append([(h.id, h.score) for h in hits])
         return out
 
-    monkeypatch.setattr(retrieval, "FTS_SPLIT_MIN_ROWS", 10**9)
+    monkeypatch.setattr(fact_search, "FTS_SPLIT_MIN_ROWS", 10**9)
     whole = await run()
-    monkeypatch.setattr(retrieval, "FTS_SPLIT_MIN_ROWS", 1)
+    monkeypatch.setattr(fact_search, "FTS_SPLIT_MIN_ROWS", 1)
     calls: list[tuple[Any, ...]] = []
-    real = retrieval.fts_fact_ranks
+    real = fact_search.fts_fact_ranks
 
     def spy(*args: Any) -> list[tuple[int, float]]:
         calls.append((*args[1:], None, None)[:5])  # (guild, match, limit, lo, hi)
         return real(*args)
 
-    monkeypatch.setattr(retrieval, "fts_fact_ranks", spy)
+    monkeypatch.setattr(fact_search, "fts_fact_ranks", spy)
     assert await run() == whole
     # It did split: every query ran as a lower and an upper half.
     assert len(calls) == 2 * len(QUERIES)
     # The offers to the second reader are not kept once done.
-    assert await eventually(lambda: not mem.retriever._offers)
+    assert await eventually(lambda: mem.retriever.facts.offers_pending == 0)
     assert all(len(c) == 5 and (c[3] is None) != (c[4] is None) for c in calls)
 
 

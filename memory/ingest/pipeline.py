@@ -32,6 +32,7 @@ from memory.ingest.jobs import Job, extraction_done, wait_written
 from memory.journal import Journal, JournalLine, format_line
 from memory.models import Candidate, Fact
 from memory.store import facts as store
+from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
 
@@ -160,7 +161,7 @@ class BatchProcessor:
         resumed = [p.job.msg.id for p in group if p.job.resumed]
         if resumed:
             # Accepted by an earlier run: the line may be there already.
-            states = await self.db.read(store.message_states, resumed)
+            states = await self.db.read(store_messages.message_states, resumed)
             done_before = {i for i, (_, journaled) in states.items() if journaled}
         todo = [
             (p.job, p.cleaned)
@@ -298,7 +299,7 @@ class BatchProcessor:
             )
         if p.cleaned is None:
             self.stats.skipped_short += 1
-            store.finish_message(con, m.id, "skipped", now, "too short after cleaning")
+            store_messages.finish_message(con, m.id, "skipped", now, "too short after cleaning")
             return []
         changed: list[Fact] = []
         result = filter_candidates(list(p.candidates), p.cleaned, author=m.author_name)
@@ -348,5 +349,5 @@ class BatchProcessor:
             )
         if result.accepted and m.guild_id:
             store.archive_excess(con, m.guild_id, m.author_id, self.cfg.keep_facts_per_subject, now)
-        store.finish_message(con, m.id, "done", now, journaled=p.journaled)
+        store_messages.finish_message(con, m.id, "done", now, journaled=p.journaled)
         return changed

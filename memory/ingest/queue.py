@@ -44,7 +44,6 @@ from memory.ingest.jobs import Batch as Batch
 from memory.ingest.jobs import Job as Job
 from memory.ingest.jobs import release_in_order
 from memory.models import IncomingMessage, IngestOutcome
-from memory.store.db import URGENT
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +52,8 @@ log = logging.getLogger(__name__)
 # extraction call, writes each job only after ``job.prev`` has written
 # (``wait_written``), then sets ``job.written``. The queue resolves futures.
 ProcessBatch = Callable[[Sequence[Job]], Awaitable[None]]
+# persist(messages) writes them to the inbox; an acknowledgement waits on it,
+# so it writes urgently (``Database.write(..., urgent=True)``: the fast path).
 PersistBatch = Callable[[Sequence[IncomingMessage]], Awaitable[list[tuple[bool, str | None]]]]
 OnDrop = Callable[[Job], Coroutine[Any, Any, None]]
 
@@ -299,13 +300,11 @@ class IngestQueue:
     async def _persist_one(self, msg: IncomingMessage, *, direct: bool) -> tuple[bool, str | None]:
         if direct and not self._persisting and not self._pending_persist:
             # Nothing in progress: write it right here. With the database's
-            # fast path this returns without a single loop turn.
+            # fast path for urgent writes this returns without a single loop turn.
             self._persisting = True
-            token = URGENT.set(True)
             try:
                 (result,) = await self._persist([msg])
             finally:
-                URGENT.reset(token)
                 self._persisting = False
                 if self._pending_persist:
                     self._persist_wakeup.set()
@@ -318,9 +317,6 @@ class IngestQueue:
         return await fut
 
     async def _persist_loop(self) -> None:
-        # Callers wait on these writes (the acknowledgement): they take the
-        # database's fast path. The flag lives in this task's context only.
-        URGENT.set(True)
         while True:
             await self._persist_wakeup.wait()
             self._persist_wakeup.clear()

@@ -1,15 +1,12 @@
-"""What every part of the retriever shares (``memory.retrieval``): tuning, the
-query's reading and vector, member names, the in-memory vector matrices, and
-the final ranking step."""
+"""What fact search and message search share (``SearchContext``): the
+database, the embeddings, the limits and tuning, the clock, member names, the
+vector searches, and the final ranking step."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -25,13 +22,13 @@ from memory.retrieval.scoring import (
     ScoringWeights,
     rank,
 )
-from memory.retrieval.vector_index import GuildMatrix, VectorCacheConfig, VectorIndex
+from memory.retrieval.vector_index import VectorCacheConfig
+from memory.retrieval.vector_search import Vectors, VectorSearch
+from memory.store.changes import VectorKind
 from memory.store.db import Database
 from memory.store.search import member_rows
 
-log = logging.getLogger("memory.retrieval.retriever")
-
-QueryVector = tuple[str, np.ndarray]
+QueryVector = tuple[str, np.ndarray]  # (model, L2-normalised query vector)
 # strict: passing hits only (search); fallback: passing, else the best (prompt
 # slice); all: every candidate by score (ranking view).
 Mode = Literal["strict", "fallback", "all"]
@@ -40,17 +37,20 @@ _C = TypeVar("_C")
 
 @dataclass(frozen=True)
 class RetrievalTuning:
-    """Candidate counts and caches (``RetrievalConfig`` holds SPEC's limits)."""
+    """Candidate counts and caches (``RetrievalConfig`` holds the configured limits)."""
 
     message_candidates: int = 200  # nearest messages and BM25 matches, each
     fact_overfetch: int = 16  # extra KNN slots in case a cached row went stale
     neighbour_pool: int = 100  # best messages whose channel neighbours are fetched
     neighbour_gap_s: float = 7200.0  # messages further apart are not neighbours
     names_ttl_s: float = 60.0  # member display names are re-read this often
+    # A matrix at least this big runs its product on a helper thread, beside
+    # the search's SQL; below it the product takes well under a millisecond.
+    knn_overlap_min_rows: int = 20_000
     vector_cache: VectorCacheConfig = field(default_factory=VectorCacheConfig)
 
 
-class RetrieverBase:
+class SearchContext:
     def __init__(
         self,
         db: Database,
@@ -68,50 +68,18 @@ class RetrieverBase:
         self.weights = weights
         self.message_weights = message_weights
         self.tuning = tuning or RetrievalTuning()
-        self.index = VectorIndex(db.path, self.tuning.vector_cache)
-        self.last_timings: dict[str, float] = {}
+        self.vectors = Vectors(
+            db, self.tuning.vector_cache, overlap_min_rows=self.tuning.knn_overlap_min_rows
+        )
+        self.timings: dict[str, float] = {}  # of the last search, ms by stage
         self._names: dict[str, tuple[float, MemberNames]] = {}
-        self._loads: dict[tuple[str, str, str], asyncio.Task[Any]] = {}
-        self._offers: set[asyncio.Future[None]] = set()  # see Retriever._split_fts
 
     async def plan(self, guild_id: str, query: str) -> QueryPlan:
-        """How a query is read: named members, dates, content (see ``memory.query``)."""
-        names = await self._member_names(guild_id)
+        """How a query is read: named members, dates, content (see ``memory.retrieval.query``)."""
+        names = await self.member_names(guild_id)
         return plan_query(query, names, self.clock())
 
-    async def warm(self, guild_id: str) -> None:
-        """Load the guild's vector matrices now (benchmarks; otherwise lazy)."""
-        model = self.embeddings.model_for_guild(guild_id)
-        if model is None:
-            return
-        for kind in ("facts", "messages"):
-            task = self._ensure_loading(kind, model, guild_id)
-            if task is not None:
-                await asyncio.shield(task)
-
-    async def close(self) -> None:
-        """Stop matrix loads in progress and drop the cached matrices: a big
-        guild's are hundreds of MB, and an engine that was closed may live on
-        (tests, the CLI) or be started again (then they reload lazily)."""
-        tasks = [t for t in self._loads.values() if not t.done()]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
-        self._loads.clear()
-        self.index.clear()
-
-    # -- shared ---------------------------------------------------------------------------
-    def _rank(
-        self, scored: list[tuple[_C, ScoreParts]], mode: Mode, limit: int
-    ) -> list[tuple[_C, ScoreParts]]:
-        if mode == "all":
-            ordered = sorted(scored, key=lambda c: (-c[1].combined, -c[1].lexical))
-            return ordered[: max(0, limit)]
-        return rank(scored, strict=mode == "strict", limit=limit, weights=self.weights)
-
-    async def _member_names(self, guild_id: str) -> MemberNames:
+    async def member_names(self, guild_id: str) -> MemberNames:
         if not guild_id:
             return EMPTY_NAMES
         now = time.monotonic()
@@ -123,39 +91,30 @@ class RetrieverBase:
         self._names[guild_id] = (now, names)
         return names
 
-    async def _query_vector(self, guild_id: str, plan: QueryPlan) -> QueryVector | None:
+    async def query_vector(self, guild_id: str, plan: QueryPlan) -> QueryVector | None:
         started = time.perf_counter()
         qv = await self.embeddings.embed_query(guild_id, plan.content)
         if qv is None and plan.content != plan.text:
             qv = await self.embeddings.embed_query(guild_id, plan.text)
-        self.last_timings["embed_ms"] = (time.perf_counter() - started) * 1000
+        self.timings["embed_ms"] = (time.perf_counter() - started) * 1000
         return qv
 
-    def _matrix(self, kind: str, qv: QueryVector | None, guild_id: str) -> GuildMatrix | None:
-        """A ready in-memory matrix, or None (then vec0 answers, and a load starts)."""
+    def vector_search(
+        self, kind: VectorKind, qv: QueryVector | None, guild_id: str, *, in_memory: bool = True
+    ) -> VectorSearch | None:
+        """How this query's vector is searched; None without a query vector.
+        ``in_memory=False``: the stored vectors only (no matrix, no load)."""
         if qv is None:
             return None
-        model = qv[0]
-        found = self.index.get(kind, model, guild_id)
-        if found is None:
-            self._ensure_loading(kind, model, guild_id)
-        return found
+        model, vec = qv
+        if not in_memory:
+            return self.vectors.stored(kind, model, guild_id, vec)
+        return self.vectors.search(kind, model, guild_id, vec)
 
-    def _ensure_loading(self, kind: str, model: str, guild_id: str) -> asyncio.Task[Any] | None:
-        key = (kind, model, guild_id)
-        task = self._loads.get(key)
-        if task is not None and not task.done():
-            return task
-        if not self.index.needs_load(kind, model, guild_id):
-            return None
-        task = asyncio.get_running_loop().create_task(self._load(kind, model, guild_id))
-        self._loads[key] = task
-        return task
-
-    async def _load(self, kind: str, model: str, guild_id: str) -> None:
-        try:
-            await self.db.read(self.index.load, kind, model, guild_id)
-        except Exception as exc:  # the vec0 path keeps working
-            log.warning("vector cache load failed for %s/%s: %s", kind, guild_id, exc)
-        finally:
-            self._loads.pop((kind, model, guild_id), None)
+    def rank(
+        self, scored: list[tuple[_C, ScoreParts]], mode: Mode, limit: int
+    ) -> list[tuple[_C, ScoreParts]]:
+        if mode == "all":
+            ordered = sorted(scored, key=lambda c: (-c[1].combined, -c[1].lexical))
+            return ordered[: max(0, limit)]
+        return rank(scored, strict=mode == "strict", limit=limit, weights=self.weights)

@@ -1,7 +1,6 @@
-"""Message retrieval (SPEC §6): the nearest messages by vector and the BM25
-matches, each with a base relevance, borrowing from its channel neighbours,
-then fused and gated (``memory.scoring.fuse_message``). A mixin of
-``memory.retrieval.Retriever``."""
+"""Message retrieval: the nearest messages by vector and the BM25 matches,
+each with a base relevance, borrowing from its channel neighbours, then fused
+and gated (``memory.retrieval.scoring.fuse_message``)."""
 
 from __future__ import annotations
 
@@ -10,11 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from memory.embed.base import blob_to_vector, vector_to_blob
 from memory.models import Hit, ScoreParts, StoredMessage
-from memory.retrieval.context import Mode, QueryVector, RetrieverBase
+from memory.retrieval.context import Mode, QueryVector, SearchContext
+from memory.retrieval.hits import MESSAGE_CONFIDENCE, message_hit, parse_time, seconds_between
 from memory.retrieval.query import QueryPlan
 from memory.retrieval.scoring import (
     LexicalQuery,
@@ -24,16 +21,9 @@ from memory.retrieval.scoring import (
     recency_score,
     statement_share,
 )
-from memory.retrieval.vector_index import GuildMatrix
-from memory.store import facts as store
-from memory.store import vectors as store_vectors
-from memory.store.search import (
-    MESSAGE_CONFIDENCE,
-    adjacent_seqs,
-    message_hit,
-    parse_time,
-    seconds_between,
-)
+from memory.retrieval.vector_search import VectorSearch
+from memory.store import messages as store_messages
+from memory.store.search import adjacent_seqs
 
 
 @dataclass
@@ -52,8 +42,11 @@ class _MessageGather:
     missing: list[str]  # message ids without a vector
 
 
-class MessageSearch(RetrieverBase):
-    async def _message_hits(
+class MessageSearch:
+    def __init__(self, ctx: SearchContext) -> None:
+        self.ctx = ctx
+
+    async def hits(
         self,
         guild_id: str,
         plan: QueryPlan,
@@ -64,85 +57,69 @@ class MessageSearch(RetrieverBase):
         visible: set[str] | None,
         exclude: Sequence[str],
     ) -> list[Hit]:
+        ctx = self.ctx
         started = time.perf_counter()
-        mat = self._matrix("messages", qv, guild_id)
+        vs = ctx.vector_search("messages", qv, guild_id)
         skip = frozenset(exclude)
-        got = await self.db.read(self._gather_messages, guild_id, plan, qv, mat, visible, skip)
+        got = await ctx.db.read(self._gather, guild_id, plan, vs, visible, skip)
         if got.missing and qv is not None:
-            n = await self.embeddings.embed_messages_by_id(
-                guild_id, got.missing[: self.cfg.backfill_per_query]
+            n = await ctx.embeddings.embed_messages_by_id(
+                guild_id, got.missing[: ctx.cfg.backfill_per_query]
             )
             if n:
-                got = await self.db.read(
-                    self._gather_messages, guild_id, plan, qv, mat, visible, skip
-                )
-        ranked = self._rank_messages(plan, got.cands, channel_id, qv is not None, mode, limit)
-        self.last_timings["messages_ms"] = (time.perf_counter() - started) * 1000
+                got = await ctx.db.read(self._gather, guild_id, plan, vs, visible, skip)
+        ranked = self._rank(plan, got.cands, channel_id, qv is not None, mode, limit)
+        ctx.timings["messages_ms"] = (time.perf_counter() - started) * 1000
         return [message_hit(c.msg, parts) for c, parts in ranked]
 
-    def _gather_messages(
+    def _gather(
         self,
         con: Any,
         guild_id: str,
         plan: QueryPlan,
-        qv: QueryVector | None,
-        mat: GuildMatrix | None,
+        vs: VectorSearch | None,
         visible: set[str] | None,
         skip: frozenset[str],
     ) -> _MessageGather:
-        k = self.tuning.message_candidates
+        k = self.ctx.tuning.message_candidates
         sem: dict[int, float] = {}
         bm: dict[int, float] = {}
         msgs: dict[int, StoredMessage] = {}
-        if qv is not None:
-            model, vec = qv
-            if mat is not None:
-                mat.compact_if_needed(self.tuning.vector_cache.compact_dead_fraction)
-                sem.update(mat.top_k(vec, k))
-            else:
-                for seq, dist in store_vectors.knn_messages(
-                    con, model, guild_id, vector_to_blob(vec), k
-                ):
-                    sem[seq] = 1.0 - dist
+        if vs is not None:
+            sem.update(vs.nearest(con, k))
         if plan.message_match:
-            for seq, m, raw in store.search_messages_fts(con, guild_id, plan.message_match, k):
+            for seq, m, raw in store_messages.search_messages_fts(
+                con, guild_id, plan.message_match, k
+            ):
                 msgs[seq] = m
                 bm[seq] = raw
-        msgs.update(store.messages_by_seq(con, guild_id, [s for s in sem if s not in msgs]))
+        unknown = [s for s in sem if s not in msgs]
+        msgs.update(store_messages.messages_by_seq(con, guild_id, unknown))
         cands = [
             _MsgCand(seq, m, sem.get(seq), bm.get(seq))
             for seq, m in msgs.items()
             if m.id not in skip and (visible is None or m.channel_id in visible)
         ]
         missing: list[str] = []
-        if qv is not None:
-            self._fill_similarities(con, cands, qv, mat)
+        if vs is not None:
+            self._fill_similarities(con, cands, vs)
             missing = [c.msg.id for c in cands if c.semantic is None and c.bm25_raw is not None]
         # Base relevance, then neighbours of the best candidates.
-        w = self.message_weights
+        w = self.ctx.message_weights
         bm_norm = bm25_normalise([c.bm25_raw for c in cands])
         by_seq: dict[int, _MsgCand] = {}
         for c, b in zip(cands, bm_norm, strict=True):
             c.base = w.base(c.semantic, b)
             by_seq[c.seq] = c
         if w.neighbour > 0 and cands:
-            self._borrow_from_neighbours(con, guild_id, cands, by_seq, qv, mat, visible, skip)
+            self._borrow_from_neighbours(con, guild_id, cands, by_seq, vs, visible, skip)
         return _MessageGather(cands, missing)
 
-    def _fill_similarities(
-        self, con: Any, cands: Sequence[_MsgCand], qv: QueryVector, mat: GuildMatrix | None
-    ) -> None:
-        model, vec = qv
+    def _fill_similarities(self, con: Any, cands: Sequence[_MsgCand], vs: VectorSearch) -> None:
         need = [c for c in cands if c.semantic is None]
         if not need:
             return
-        sims: dict[int, float] = {}
-        if mat is not None:
-            sims = mat.similarities(vec, [c.seq for c in need])
-        rest = [c.seq for c in need if c.seq not in sims]
-        if rest:
-            for seq, blob in store_vectors.message_vectors(con, model, rest).items():
-                sims[seq] = float(np.dot(blob_to_vector(blob), vec))
+        sims = vs.similarities(con, [c.seq for c in need])
         for c in need:
             c.semantic = sims.get(c.seq)
 
@@ -152,8 +129,7 @@ class MessageSearch(RetrieverBase):
         guild_id: str,
         cands: list[_MsgCand],
         by_seq: dict[int, _MsgCand],
-        qv: QueryVector | None,
-        mat: GuildMatrix | None,
+        vs: VectorSearch | None,
         visible: set[str] | None,
         skip: frozenset[str],
     ) -> None:
@@ -161,11 +137,14 @@ class MessageSearch(RetrieverBase):
         next message in the channel; neighbours not yet candidates join (with
         their cosine, no BM25). Then every candidate borrows the better base
         of its known neighbours."""
-        pool = sorted(cands, key=lambda c: -c.base)[: self.tuning.neighbour_pool]
-        gap = self.tuning.neighbour_gap_s
+        tuning = self.ctx.tuning
+        pool = sorted(cands, key=lambda c: -c.base)[: tuning.neighbour_pool]
+        gap = tuning.neighbour_gap_s
         adjacent = adjacent_seqs(con, guild_id, [(c.seq, c.msg) for c in pool])
         unknown = {n for pair in adjacent.values() for n in pair if n is not None}
-        fetched = store.messages_by_seq(con, guild_id, [n for n in unknown if n not in by_seq])
+        fetched = store_messages.messages_by_seq(
+            con, guild_id, [n for n in unknown if n not in by_seq]
+        )
         links: dict[int, set[int]] = {}
         fresh: list[_MsgCand] = []
         for c in pool:
@@ -187,16 +166,16 @@ class MessageSearch(RetrieverBase):
                     by_seq[nseq] = nc
                     fresh.append(nc)
         if fresh:
-            if qv is not None:
-                self._fill_similarities(con, fresh, qv, mat)
+            if vs is not None:
+                self._fill_similarities(con, fresh, vs)
             for nc in fresh:
-                nc.base = self.message_weights.base(nc.semantic, 0.0)
+                nc.base = self.ctx.message_weights.base(nc.semantic, 0.0)
             cands.extend(fresh)
         for seq, others in links.items():
             c = by_seq[seq]
             c.neighbour = max(by_seq[o].base for o in others)
 
-    def _rank_messages(
+    def _rank(
         self,
         plan: QueryPlan,
         cands: list[_MsgCand],
@@ -211,8 +190,10 @@ class MessageSearch(RetrieverBase):
         0) but the gate and the explanation need it; it is the costly part,
         so it is computed only while walking down the ordered list.
         """
-        now = self.clock()
-        w = self.message_weights
+        ctx = self.ctx
+        now = ctx.clock()
+        half_days = ctx.cfg.recency_half_days
+        w = ctx.message_weights
         bm_norm = bm25_normalise([c.bm25_raw for c in cands])
         lexq = LexicalQuery(plan.content)
         eager = w.lexical > 0
@@ -228,12 +209,12 @@ class MessageSearch(RetrieverBase):
                 neighbour=c.neighbour,
                 speaker=plan.speaker_weight(c.msg.author_id),
                 date=plan.date_score(created),
-                recency=recency_score(age, self.cfg.recency_half_days),
+                recency=recency_score(age, half_days),
                 channel=channel_score(c.msg.channel_id, channel_id),
                 statement=statement_share(c.msg.content),
                 confidence=MESSAGE_CONFIDENCE,
                 weights=w,
-                gate=self.weights,
+                gate=ctx.weights,
             )
 
         def quick(c: _MsgCand, bm: float) -> float:
@@ -242,9 +223,7 @@ class MessageSearch(RetrieverBase):
             created = parse_time(c.msg.created_at) if w.date or w.recency else None
             rec = 0.0
             if w.recency and created is not None:
-                rec = recency_score(
-                    max(0.0, (now - created).total_seconds() / 86400), self.cfg.recency_half_days
-                )
+                rec = recency_score(max(0.0, (now - created).total_seconds() / 86400), half_days)
             sem = c.semantic if (has_sem and c.semantic is not None) else 0.0
             return w.combined(
                 min(1.0, max(0.0, sem)),

@@ -1,31 +1,32 @@
 """An in-memory float32 matrix per (kind, model, guild): exact KNN at numpy speed.
 
-sqlite-vec's vec0 scans a 100k-row partition in ~67 ms on this machine; a
-matrix product over the same vectors takes ~7 ms. So the retriever keeps, per
-guild and model, a contiguous matrix of the vectors the vec0 index holds
-(active facts; messages), loaded lazily from the blob tables, and uses vec0
-only while a matrix is loading (cold start) or when a partition is too big for
-the memory budget.
+sqlite-vec's vec0 scans a 100k-row partition about ten times slower than a
+matrix product over the same vectors (``bench/search.py``). So the retriever
+keeps, per guild and model, a contiguous matrix of the vectors the vec0 index
+holds (active facts; messages), loaded lazily from the blob tables, and uses
+vec0 only while a matrix is loading (cold start) or when a partition is too
+big for the memory budget (``memory.retrieval.vector_search``).
 
-Coherence. The matrix mirrors the vec0 index exactly: ``memory.store_vectors``
-reports every change it makes to a vec0 index (vectors written, facts archived,
-deleted, re-activated; messages written or forgotten) to the listeners
-registered for that database file, inside the same write. A matrix that is
-still loading queues the changes and replays them once its snapshot is in
-(replays are idempotent upserts and removals). Rows of removed ids are zeroed
-and skipped; the matrix is compacted when a quarter of it is dead and fully
-reloaded after ``max_age_s`` as a guard against a change lost to a rolled-back
-transaction. Callers still join candidate ids against the facts table in SQL,
-so a stale row can never surface an archived or deleted fact.
+Coherence. The matrix mirrors the vec0 index exactly: ``memory.store.vectors``
+records every change it makes to a vec0 index (vectors written, facts
+archived, deleted, re-activated; messages written or forgotten) as a change
+event, and the database hands the events of a transaction to ``apply`` once
+it has committed (never those of a rolled-back one), in commit order. A
+matrix that is still loading queues the changes and replays them once its
+snapshot is in (replays are idempotent upserts and removals). Rows of removed
+ids are zeroed and skipped; the matrix is compacted when a quarter of it is
+dead.
+
+Another process writing the same database file (the CLI's import, forget or
+reindex beside a running bot) reports no events; the database only notices
+that someone else committed (``ExternalCommit``). A matrix loaded before such
+a commit is then reloaded, once it is ``external_reload_s`` old: a reload
+reads the whole partition, and an import in another process commits many
+times a second. Callers still join candidate ids against the facts table in
+SQL, so a stale row can never surface an archived or deleted fact.
 
 Thread safety: searches run on database reader threads, changes arrive on the
-writer thread; each matrix has its own lock.
-
-Overlap. A big partition's product (100k × 384 floats, ~150 MB read) costs
-about as much as the FTS5 query a search runs next to it; numpy and SQLite
-both release the GIL, so ``submit_top_k`` runs the product on a helper thread
-while the reader thread runs the SQL, and the search waits for the slower of
-the two rather than their sum.
+thread that committed; each matrix has its own lock.
 """
 
 from __future__ import annotations
@@ -35,23 +36,15 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from memory.store import vectors as store_vectors
+from memory.store.changes import Change, ExternalCommit, VectorKind, VectorsPut, VectorsRemoved
 
 log = logging.getLogger(__name__)
-
-Kind = str  # "facts" | "messages"
-
-# Below this many rows a product takes well under a millisecond: not worth a
-# thread hop.
-OVERLAP_MIN_ROWS = 20_000
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 
 
 def _dot_rows(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -72,29 +65,23 @@ def _dot_rows(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", rows, query)
 
 
-def _helper_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            # One per database reader thread (Database readers=2 by default).
-            _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="guildlore-knn")
-        return _pool
-
-
 @dataclass(frozen=True)
 class VectorCacheConfig:
     enabled: bool = True
     max_bytes: int = 1024 * 1024 * 1024  # all matrices together; least recently used go first
     max_rows: int = 400_000  # a bigger partition stays on vec0
     compact_dead_fraction: float = 0.25
-    max_age_s: float = 1800.0
-    load_chunk: int = 20_000
+    # A matrix loaded before another connection's commit is reloaded once it
+    # is this old (see the module docstring).
+    external_reload_s: float = 60.0
 
 
 class GuildMatrix:
     """The vectors of one (kind, model, guild), one row per id, L2-normalised float32."""
 
-    def __init__(self, kind: Kind, model: str, guild_id: str, dims: int = 0) -> None:
+    def __init__(
+        self, kind: VectorKind, model: str, guild_id: str, dims: int = 0, epoch: int = 0
+    ) -> None:
         self.kind = kind
         self.model = model
         self.guild_id = guild_id
@@ -106,8 +93,10 @@ class GuildMatrix:
         self._row: dict[int, int] = {}
         self._dead = 0
         self.ready = False
-        self.failed = False
-        self.loaded_at = 0.0
+        # When its snapshot began, and how many external commits had been
+        # noticed then: one noticed later may be missing from it.
+        self.started_at = time.monotonic()
+        self.epoch = epoch
         self._pending: list[tuple[str, Any]] = []
         self._median: tuple[tuple[int, int], int | None] = ((-1, -1), None)
 
@@ -134,7 +123,6 @@ class GuildMatrix:
                 else:
                     self._remove_locked(arg)
             self.ready = True
-            self.loaded_at = time.monotonic()
 
     def _install_locked(self, ids: np.ndarray, vecs: np.ndarray) -> None:
         n = len(ids)
@@ -228,18 +216,6 @@ class GuildMatrix:
                 if ids[r] >= 0 and np.isfinite(sims[r])
             ]
 
-    def submit_top_k(self, query: np.ndarray, k: int) -> Future[list[tuple[int, float]]]:
-        """``top_k`` started on a helper thread, for callers with SQL to run
-        meanwhile; a small matrix is searched right here (a finished future)."""
-        if self._n < OVERLAP_MIN_ROWS:
-            done: Future[list[tuple[int, float]]] = Future()
-            try:
-                done.set_result(self.top_k(query, k))
-            except Exception as exc:
-                done.set_exception(exc)
-            return done
-        return _helper_pool().submit(self.top_k, query, k)
-
     def similarities(self, query: np.ndarray, ids: Iterable[int]) -> dict[int, float]:
         """Cosine similarity for the given ids that have a row here."""
         with self.lock:
@@ -273,21 +249,16 @@ class GuildMatrix:
 
 
 class VectorIndex:
-    """All matrices of one database, kept coherent through ``store_vectors`` listeners."""
+    """All matrices of one database, kept coherent by the database's change
+    events (``apply``, subscribed by ``memory.retrieval.vector_search``)."""
 
-    def __init__(self, db_path: Any, cfg: VectorCacheConfig | None = None) -> None:
+    def __init__(self, cfg: VectorCacheConfig | None = None) -> None:
         self.cfg = cfg or VectorCacheConfig()
-        self.db_path = db_path
         self._lock = threading.Lock()
-        self._mats: OrderedDict[tuple[Kind, str, str], GuildMatrix] = OrderedDict()
-        self._too_big: set[tuple[Kind, str, str]] = set()
+        self._mats: OrderedDict[tuple[VectorKind, str, str], GuildMatrix] = OrderedDict()
+        self._too_big: set[tuple[VectorKind, str, str]] = set()
+        self._external = 0  # other connections' commits noticed so far
         self.loads = 0
-        if self.cfg.enabled:
-            store_vectors.add_listener(db_path, self)
-
-    def close(self) -> None:
-        store_vectors.remove_listener(self.db_path, self)
-        self.clear()
 
     def clear(self) -> None:
         with self._lock:
@@ -295,40 +266,41 @@ class VectorIndex:
             self._too_big.clear()
 
     # -- lookup -------------------------------------------------------------------------------
-    def get(self, kind: Kind, model: str, guild_id: str) -> GuildMatrix | None:
+    def get(self, kind: VectorKind, model: str, guild_id: str) -> GuildMatrix | None:
         """A ready matrix, or None (not loaded yet, loading, or too big)."""
         key = (kind, model, guild_id)
         with self._lock:
             m = self._mats.get(key)
             if m is not None:
                 self._mats.move_to_end(key)
+            external = self._external
         if m is None or not m.ready:
             return None
-        if time.monotonic() - m.loaded_at > self.cfg.max_age_s:
+        if m.epoch != external and time.monotonic() - m.started_at >= self.cfg.external_reload_s:
             with self._lock:
                 if self._mats.get(key) is m:
                     del self._mats[key]  # reloaded on next use
             return None
         return m
 
-    def needs_load(self, kind: Kind, model: str, guild_id: str) -> bool:
+    def needs_load(self, kind: VectorKind, model: str, guild_id: str) -> bool:
         if not self.cfg.enabled:
             return False
         key = (kind, model, guild_id)
         with self._lock:
             return key not in self._mats and key not in self._too_big
 
-    def load(self, con: Any, kind: Kind, model: str, guild_id: str) -> GuildMatrix | None:
+    def load(self, con: Any, kind: VectorKind, model: str, guild_id: str) -> GuildMatrix | None:
         """Read one partition's vectors (run on a reader thread). Idempotent.
 
         The matrix is registered before the first SELECT opens the read
         snapshot, so every change committed after the snapshot is queued.
         """
         key = (kind, model, guild_id)
-        m = GuildMatrix(kind, model, guild_id)
         with self._lock:
             if key in self._mats or key in self._too_big:
                 return self._mats.get(key)
+            m = GuildMatrix(kind, model, guild_id, epoch=self._external)
             self._mats[key] = m
         try:
             dims = store_vectors.model_dims(con, model)
@@ -359,10 +331,6 @@ class VectorIndex:
                 _, old = self._mats.popitem(last=False)
                 total -= old.nbytes
 
-    def maintain(self) -> None:
-        for m in list(self._mats.values()):
-            m.compact_if_needed(self.cfg.compact_dead_fraction)
-
     def stats(self) -> dict[str, Any]:
         with self._lock:
             mats = list(self._mats.values())
@@ -373,8 +341,31 @@ class VectorIndex:
             "loads": self.loads,
         }
 
-    # -- store_vectors listener ----------------------------------------------------------------
-    def _matching(self, kind: Kind, model: str | None, guild_id: str | None) -> list[GuildMatrix]:
+    # -- change events --------------------------------------------------------------------------
+    def apply(self, changes: Sequence[Change]) -> None:
+        """Follow one committed transaction's changes (a database subscriber)."""
+        for change in changes:
+            if isinstance(change, VectorsPut):
+                self._put(change)
+            elif isinstance(change, VectorsRemoved):
+                for m in self._matching(change.kind, None, None):
+                    m.remove(change.ids)
+            elif isinstance(change, ExternalCommit):
+                with self._lock:
+                    self._external += 1
+
+    def _put(self, change: VectorsPut) -> None:
+        mats = self._matching(change.kind, change.model, change.guild_id)
+        if not mats or not change.ids:
+            return
+        vecs = np.frombuffer(b"".join(change.blobs), dtype=np.float32)
+        vecs = vecs.reshape(len(change.ids), -1)
+        for m in mats:
+            m.put(change.ids, vecs)
+
+    def _matching(
+        self, kind: VectorKind, model: str | None, guild_id: str | None
+    ) -> list[GuildMatrix]:
         with self._lock:
             return [
                 m
@@ -383,19 +374,3 @@ class VectorIndex:
                 and (model is None or mo == model)
                 and (guild_id is None or g == guild_id)
             ]
-
-    def vectors_put(
-        self, kind: Kind, model: str, guild_id: str, ids: Sequence[int], blobs: Sequence[bytes]
-    ) -> None:
-        mats = self._matching(kind, model, guild_id)
-        if not mats or not ids:
-            return
-        vecs = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1)
-        for m in mats:
-            m.put(ids, vecs)
-
-    def vectors_removed(self, kind: Kind, ids: Sequence[int]) -> None:
-        if not ids:
-            return
-        for m in self._matching(kind, None, None):
-            m.remove(ids)

@@ -10,7 +10,7 @@ from typing import Any
 from memory.clock import Clock, iso
 from memory.embed.service import GUILD_MODEL_KEY, EmbeddingService
 from memory.guild_settings import GuildSettings, parse_guild_setting, resolve
-from memory.store import facts as store
+from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
 
@@ -48,11 +48,11 @@ class GuildOps:
         now = iso(self._clock())
 
         def work(con: Any) -> None:
-            store.set_guild_name(con, guild_id, guild_name, now)
+            store_messages.set_guild_name(con, guild_id, guild_name, now)
             for cid, name in (channels or {}).items():
-                store.set_channel_name(con, guild_id, cid, name, now)
+                store_messages.set_channel_name(con, guild_id, cid, name, now)
             for uid, name in (members or {}).items():
-                store.upsert_member(con, guild_id, uid, name, now)
+                store_messages.upsert_member(con, guild_id, uid, name, now)
 
         await self._db.write(work)
 

@@ -5,12 +5,12 @@ transaction on the writer connection, so a multi-statement change is atomic
 without an asyncio lock. Reads run on reader threads, each with its own
 connection; WAL lets them read while the writer writes.
 
-Writes normally run on the writer thread, one queued job after another.
-Writes issued while ``URGENT`` is set — the durable inbox sets it: an
-acknowledgement waits on them — take a fast path instead: if no transaction is
-open they run at once on the calling (event loop) thread, a fraction of a
-millisecond for a small insert; if one is open they wait for it to end
-(up to ``FAST_PATH_WAIT_S``) and otherwise jump the writer queue.
+Writes normally run on the writer thread, one queued job after another. An
+urgent write (``write(..., urgent=True)``: the durable inbox, whose caller
+waits on the write for its acknowledgement) takes a fast path instead: if no
+transaction is open it runs at once on the calling (event loop) thread, a
+fraction of a millisecond for a small insert; if one is open it waits for it
+to end (up to ``FAST_PATH_WAIT_S``) and otherwise jumps the writer queue.
 A thread hop costs little on an idle machine but, under load, every hand-off
 of the GIL to the writer thread can wait a whole switch interval, per
 statement; the fast path has none. The connection lock keeps it one writer:
@@ -18,10 +18,32 @@ the writer thread holds it only for the duration of one transaction, and
 ``write_each`` commits item by item, so the fast path never waits behind a
 long batch of pipeline or vector writes.
 
+Change events. Store functions record what a cache outside SQLite must
+follow (``memory.store.changes``) on the write connection; the events of one
+transaction go to the subscribers (``subscribe``) after its ``COMMIT``, in
+commit order, and are dropped with a ``ROLLBACK``. A commit by another
+connection — another process on the same file — is not known change by
+change: when this database notices one (``PRAGMA data_version`` of the
+writer connection moves only for other connections' commits; it is looked at
+in every write transaction and before every read) its subscribers get an
+``ExternalCommit``.
+
 Checkpoints are ours too: automatic checkpoints would run inside whatever
 commit crosses the WAL threshold — possibly one on the event loop — so the
 writer connection has them off and the writer thread runs a passive
-checkpoint on its own connection every ``CHECKPOINT_EVERY`` commits.
+checkpoint on its own connection every ``checkpoint_every`` commits. Under
+sustained writes with readers always busy that is not enough, and the WAL
+grows without bound: the passive checkpoints copy the frames, but SQLite
+starts the WAL over only when a write begins while no reader is inside it.
+So past ``wal_limit_bytes`` the writer thread restarts it: it holds new reads
+back (back-to-back reads on two threads keep a reader in the WAL forever),
+waits up to ``WAL_READERS_WAIT_S`` for the reads in progress to end, runs a
+RESTART checkpoint on the writer connection (the passive one just before
+copied most frames, so it holds the connection lock briefly), and lets the
+reads go on; the next write starts the WAL over from its first frame. If a
+read takes longer, the next round tries again. The file is reused, not
+truncated (that costs time in the write that does it); ``journal_size_limit``
+trims it to twice the limit if it ever grew further.
 """
 
 from __future__ import annotations
@@ -33,25 +55,23 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextvars import ContextVar
 from functools import partial
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from memory.errors import StorageError
 from memory.store import sqlite
+from memory.store.changes import Change, ExternalCommit
 from memory.store.migrations import migrate
+from memory.store.read_gate import ReadGate
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
-# Set (per task) by code whose caller is waiting on the write: the ingest
-# acknowledgement. Such writes take the fast path described above.
-URGENT: ContextVar[bool] = ContextVar("guildlore_urgent_write", default=False)
+Subscriber = Callable[[Sequence[Change]], None]
 
-# How long the fast path may block the event loop for a transaction in
+# How long an urgent write may block the event loop for a transaction in
 # progress to finish. Blocking is what makes it fast: while the loop waits on
 # the lock it does not hold the GIL, so the writer thread finishes its short
 # transaction at full speed (a millisecond or two), where a busy loop would
@@ -60,6 +80,14 @@ URGENT: ContextVar[bool] = ContextVar("guildlore_urgent_write", default=False)
 # checkpoint) sends the write to the front of the writer queue instead.
 FAST_PATH_WAIT_S = 0.05
 CHECKPOINT_EVERY = 200  # commits between passive checkpoints (~1000 pages by default)
+# Past this much WAL the writer thread restarts it (see the module docstring).
+WAL_LIMIT_BYTES = 64 * 1024 * 1024
+# How long new reads are held back at most while the reads in progress end.
+WAL_READERS_WAIT_S = 0.25
+# How long the restart waits for readers of other processes, with writes held
+# up; a reader that takes longer makes it try again a round later.
+WAL_RESTART_WAIT_MS = 100
+WAL_FRAME_HEADER = 24  # bytes before each page in the WAL
 # Page cache of each reader connection, KiB. SQLite's default (2 MiB) holds a
 # fraction of a big guild's facts table and FTS index: a search that joins
 # ~20k FTS matches to their fact rows then pays a pread() system call per
@@ -90,8 +118,17 @@ def _resolve(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -
 
 
 class Database:
-    def __init__(self, path: Path, *, readers: int = 2) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        readers: int = 2,
+        checkpoint_every: int = CHECKPOINT_EVERY,
+        wal_limit_bytes: int = WAL_LIMIT_BYTES,
+    ) -> None:
         self.path = path
+        self.checkpoint_every = max(1, checkpoint_every)
+        self.wal_limit_bytes = wal_limit_bytes
         self._readers = max(1, readers)
         self._reader_pool: ThreadPoolExecutor | None = None
         self._writer_thread: threading.Thread | None = None
@@ -105,11 +142,18 @@ class Database:
         self._stopping = False
         self._commits = 0  # since the last checkpoint
         self._checkpoint_con: Any = None
+        self._page_size = 4096
+        self._data_version: int | None = None  # the writer connection's, last looked at
+        self._subscribers: tuple[Subscriber, ...] = ()
+        self._subscribers_lock = threading.Lock()
         self._local = threading.local()
         self._reader_cons: list[Any] = []
         self._reader_lock = threading.Lock()
+        self._read_gate = ReadGate()
         self.versions: dict[str, str] = {}
         self.inline_writes = 0  # urgent writes that took the fast path
+        self.wal_restarts = 0  # restarting checkpoints that completed
+        self.wal_restarts_deferred = 0  # ... that readers held up, tried again later
 
     # -- lifecycle -------------------------------------------------------
     async def open(self) -> None:
@@ -133,6 +177,9 @@ class Database:
             con = sqlite.connect(self.path)
             migrate(con)
             con.execute("PRAGMA wal_autocheckpoint = 0")  # see the module docstring
+            con.execute(f"PRAGMA journal_size_limit = {2 * int(self.wal_limit_bytes)}")
+            self._page_size = int(con.execute("PRAGMA page_size").fetchone()[0])
+            self._data_version = int(con.execute("PRAGMA data_version").fetchone()[0])
             self.versions = sqlite.versions(con)
         except sqlite.Error as exc:
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
@@ -171,10 +218,57 @@ class Database:
     def is_open(self) -> bool:
         return self._writer_thread is not None and not self._stopping
 
+    # -- change events ---------------------------------------------------
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        """Call ``fn(changes)`` after every commit that recorded changes, on the
+        thread that committed, in commit order, and with ``[ExternalCommit()]``
+        when another connection's commit is noticed. ``fn`` must be quick and
+        must not touch the database. Returns the call that ends the subscription."""
+        with self._subscribers_lock:
+            self._subscribers = (*self._subscribers, fn)
+
+        def unsubscribe() -> None:
+            with self._subscribers_lock:
+                self._subscribers = tuple(f for f in self._subscribers if f is not fn)
+
+        return unsubscribe
+
+    def _publish(self, changes: Sequence[Change]) -> None:
+        for fn in self._subscribers:
+            try:
+                fn(changes)
+            except Exception:  # the transaction has committed: a cache must not fail it
+                log.exception("change subscriber failed")
+
+    def _look_for_external_commit(self, con: Any) -> None:
+        """Publish ``ExternalCommit`` if another connection committed since the
+        last look; the caller holds ``_con_lock``."""
+        version = int(con.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._data_version:
+            self._data_version = version
+            self._publish([ExternalCommit()])
+
+    def _notice_external_commit(self) -> None:
+        """The reader's look: never waits. When a write holds the connection,
+        its own look at ``BEGIN`` covers every commit up to now (no other
+        connection can commit while it holds the write lock)."""
+        if not self._subscribers or not self._con_lock.acquire(blocking=False):
+            return
+        try:
+            if self._writer_con is not None:
+                self._look_for_external_commit(self._writer_con)
+        except sqlite.Error:  # only a cache depends on it; the next look retries
+            log.debug("could not read data_version", exc_info=True)
+        finally:
+            self._con_lock.release()
+
     # -- running work ----------------------------------------------------
-    async def write(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(con, *args)`` in one IMMEDIATE transaction (see ``URGENT``)."""
-        if URGENT.get() and self.is_open:
+    async def write(self, fn: Callable[..., T], *args: Any, urgent: bool = False) -> T:
+        """Run ``fn(con, *args)`` in one IMMEDIATE transaction.
+
+        ``urgent``: a caller is waiting on this write (an acknowledgement); it
+        takes the fast path described in the module docstring."""
+        if urgent and self.is_open:
             # Python locks are not fair: flag the wait so the writer thread does
             # not take the lock straight back for its next transaction.
             self._fast_waiting.clear()
@@ -188,7 +282,7 @@ class Database:
                     return self._transaction(fn, args)
                 finally:
                     self._con_lock.release()
-        return await self._submit(partial(self._locked_transaction, fn, args))
+        return await self._submit(partial(self._locked_transaction, fn, args), urgent=urgent)
 
     async def write_each(self, fn: Callable[..., T], items: Sequence[Any], *args: Any) -> list[T]:
         """Run ``fn(con, item, *args)`` for each item, each in its own transaction.
@@ -208,16 +302,13 @@ class Database:
 
         return await self._submit(run)
 
-    async def _submit(self, fn: Callable[[], T], *, urgent: bool | None = None) -> T:
+    async def _submit(self, fn: Callable[[], T], *, urgent: bool = False) -> T:
         if self._writer_thread is None or self._stopping:
             raise StorageError("database is closed")
         fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         job = _Job(fn, fut)
         with self._cond:
-            if URGENT.get() if urgent is None else urgent:
-                self._urgent.append(job)
-            else:
-                self._normal.append(job)
+            (self._urgent if urgent else self._normal).append(job)
             self._cond.notify()
         return await fut
 
@@ -227,7 +318,7 @@ class Database:
                 while not self._urgent and not self._normal:
                     if self._stopping:
                         return
-                    if self._commits >= CHECKPOINT_EVERY:
+                    if self._commits >= self.checkpoint_every:
                         break
                     self._cond.wait()
                 job = (
@@ -239,8 +330,8 @@ class Database:
                 )
             if job is not None:
                 self._run_job(job)
-            if self._commits >= CHECKPOINT_EVERY:
-                self._checkpoint_passive()
+            if self._commits >= self.checkpoint_every:
+                self._checkpoint()
 
     def _run_urgent(self) -> None:
         while True:
@@ -276,26 +367,71 @@ class Database:
             raise StorageError("database is closed")
         con.execute("BEGIN IMMEDIATE")
         try:
+            self._look_for_external_commit(con)
+            con.changes = []
             result = fn(con, *args)
+            con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            con.changes = None
+            if con.in_transaction:
+                con.execute("ROLLBACK")
             raise
-        con.execute("COMMIT")
+        changes, con.changes = con.changes, None
         self._commits += 1
-        if self._commits == CHECKPOINT_EVERY:
+        if self._commits == self.checkpoint_every:
             with self._cond:
                 self._cond.notify()  # the writer thread checkpoints, off this path
+        if changes:
+            self._publish(changes)
         return result
 
-    def _checkpoint_passive(self) -> None:
-        """Copy what WAL frames it can into the database file, blocking no one."""
+    # -- checkpoints -----------------------------------------------------
+    def _checkpoint(self) -> None:
+        """Copy what WAL frames it can into the database file, blocking no one;
+        restart the WAL if it has grown past the limit anyway."""
         self._commits = 0
         try:
             if self._checkpoint_con is None:
                 self._checkpoint_con = sqlite.connect(self.path)
-            self._checkpoint_con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            row = self._checkpoint_con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite.Error:  # an optimisation: the next one catches up
             log.warning("passive WAL checkpoint failed", exc_info=True)
+            return
+        frames = int(row[1])
+        if frames * (self._page_size + WAL_FRAME_HEADER) > self.wal_limit_bytes:
+            self._restart_wal()
+
+    def _restart_wal(self) -> None:
+        """Have the next write start the WAL over, with this process's reads
+        held back meanwhile."""
+        busy = 1
+        try:
+            if self._read_gate.hold(WAL_READERS_WAIT_S):
+                busy = self._restart_locked()
+        finally:
+            self._read_gate.release()
+        if busy:
+            self.wal_restarts_deferred += 1
+        else:
+            self.wal_restarts += 1
+
+    def _restart_locked(self) -> int:
+        """The RESTART checkpoint, on the writer connection: one run by another
+        connection would block the writer's next ``BEGIN`` inside SQLite, out
+        of reach of the connection lock."""
+        with self._con_lock:
+            con = self._writer_con
+            if con is None:
+                return 1
+            try:
+                con.execute(f"PRAGMA busy_timeout = {WAL_RESTART_WAIT_MS}")
+                try:
+                    return int(con.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0])
+                finally:
+                    con.execute(f"PRAGMA busy_timeout = {sqlite.BUSY_TIMEOUT_MS}")
+            except sqlite.Error:
+                log.warning("restarting WAL checkpoint failed", exc_info=True)
+                return 1
 
     async def checkpoint(self) -> None:
         """Fold the WAL into the main file and truncate it (after an erase, the
@@ -309,6 +445,7 @@ class Database:
 
         await self._submit(run)
 
+    # -- reads -----------------------------------------------------------
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(con, *args)`` on a reader thread inside one read transaction."""
         if self._reader_pool is None:
@@ -328,13 +465,18 @@ class Database:
         return con
 
     def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        self._notice_external_commit()
         con = self._reader()
-        # One transaction gives the function a consistent snapshot.
-        con.execute("BEGIN")
+        self._read_gate.enter()
         try:
-            return fn(con, *args)
+            # One transaction gives the function a consistent snapshot.
+            con.execute("BEGIN")
+            try:
+                return fn(con, *args)
+            finally:
+                con.execute("COMMIT")
         finally:
-            con.execute("COMMIT")
+            self._read_gate.leave()
 
 
 def _checkpoint_and_close(con: Any) -> None:

@@ -1,6 +1,5 @@
-"""All SQL for facts (and, re-exported from ``memory.store_messages``, for
-messages). Functions take a connection and run inside the transaction that
-``Database.write``/``read`` opened.
+"""All SQL for facts. Functions take a connection and run inside the
+transaction that ``Database.write``/``read`` opened.
 
 Every query that returns guild data filters by ``guild_id`` in SQL.
 """
@@ -12,20 +11,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memory.models import LORE_SUBJECT, Fact, HistoryEntry
-from memory.store.messages import _chunks, _prefixed
-from memory.store.messages import finish_message as finish_message
-from memory.store.messages import get_message as get_message
-from memory.store.messages import insert_messages as insert_messages
-from memory.store.messages import mark_journaled as mark_journaled
-from memory.store.messages import mark_messages as mark_messages
-from memory.store.messages import message_states as message_states
-from memory.store.messages import messages_by_seq as messages_by_seq
-from memory.store.messages import search_messages_fts as search_messages_fts
-from memory.store.messages import set_channel_name as set_channel_name
-from memory.store.messages import set_guild_name as set_guild_name
-from memory.store.messages import unfinished_messages as unfinished_messages
-from memory.store.messages import upsert_member as upsert_member
-from memory.store.vectors import delete_fact_vectors_index, index_fact_vector_if_present
+from memory.store.sql import chunks, marks, prefixed
+from memory.store.vectors import (
+    delete_fact_vectors_index,
+    delete_message_vectors_index,
+    index_fact_vector_if_present,
+)
 
 FACT_COLUMNS = (
     "id, guild_id, channel_id, subject, fact, fact_type, evidence_text, source_message_id, "
@@ -194,7 +185,7 @@ def list_facts(
         where.append("subject = ?")
         args.append(subject)
     if subjects:
-        where.append(f"subject IN ({','.join('?' * len(subjects))})")
+        where.append(f"subject IN ({marks(len(subjects))})")
         args.extend(subjects)
     if fact_type is not None:
         where.append("fact_type = ?")
@@ -221,11 +212,11 @@ def search_facts_fts(
     args: list[Any] = [match, guild_id]
     extra = ""
     if subjects:
-        extra = f" AND f.subject IN ({','.join('?' * len(subjects))})"
+        extra = f" AND f.subject IN ({marks(len(subjects))})"
         args.extend(subjects)
     args.append(limit)
     rows = con.execute(
-        f"SELECT {_prefixed(FACT_COLUMNS, 'f')}, bm25(memory_facts_fts) AS rank "
+        f"SELECT {prefixed(FACT_COLUMNS, 'f')}, bm25(memory_facts_fts) AS rank "
         "FROM memory_facts_fts JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
         f"WHERE memory_facts_fts MATCH ? AND f.guild_id = ? AND f.is_active = 1{extra} "
         "ORDER BY rank LIMIT ?",
@@ -421,49 +412,46 @@ def forget_user(con: Any, guild_id: str, user_id: str, actor: str, now: str) -> 
         )
     ]
     # Lore that came out of this member's own messages goes too.
-    for chunk in _chunks(msg_ids, 500):
-        marks = ",".join("?" * len(chunk))
+    for chunk in chunks(msg_ids):
         fact_ids.extend(
             int(r["id"])
             for r in con.execute(
                 f"SELECT id FROM memory_facts WHERE guild_id = ? AND subject = ? "
-                f"AND source_message_id IN ({marks})",
+                f"AND source_message_id IN ({marks(len(chunk))})",
                 [guild_id, LORE_SUBJECT, *chunk],
             )
         )
     vectors = 0
     traces = 0
-    for chunk in _chunks(fact_ids, 500):
-        marks = ",".join("?" * len(chunk))
+    for chunk in chunks(fact_ids):
+        held = marks(len(chunk))
         vectors += con.execute(
-            f"SELECT count(*) FROM memory_fact_vectors WHERE fact_id IN ({marks})", chunk
+            f"SELECT count(*) FROM memory_fact_vectors WHERE fact_id IN ({held})", chunk
         ).fetchone()[0]
         delete_fact_vectors_index(con, chunk)
         traces += con.execute(
-            f"DELETE FROM memory_traces WHERE guild_id = ? AND fact_id IN ({marks})",
+            f"DELETE FROM memory_traces WHERE guild_id = ? AND fact_id IN ({held})",
             [guild_id, *chunk],
         ).rowcount
-        con.execute(f"DELETE FROM fact_history WHERE fact_id IN ({marks})", chunk)
-        con.execute(f"DELETE FROM memory_facts WHERE id IN ({marks})", chunk)
-    from memory.store.vectors import delete_message_vectors_index
-
+        con.execute(f"DELETE FROM fact_history WHERE fact_id IN ({held})", chunk)
+        con.execute(f"DELETE FROM memory_facts WHERE id IN ({held})", chunk)
     seqs = [int(r["seq"]) for r in msg_rows]
-    for chunk in _chunks(seqs, 500):
+    for chunk in chunks(seqs):
         delete_message_vectors_index(con, chunk)
-    for chunk in _chunks(msg_ids, 500):
-        marks = ",".join("?" * len(chunk))
+    for chunk in chunks(msg_ids):
+        held = marks(len(chunk))
         traces += con.execute(
-            f"DELETE FROM memory_traces WHERE guild_id = ? AND (message_id IN ({marks}) "
-            f"OR reply_id IN ({marks}))",
+            f"DELETE FROM memory_traces WHERE guild_id = ? AND (message_id IN ({held}) "
+            f"OR reply_id IN ({held}))",
             [guild_id, *chunk, *chunk],
         ).rowcount
         con.execute(
             f"UPDATE fact_history SET source_message_id = NULL WHERE guild_id = ? "
-            f"AND source_message_id IN ({marks})",
+            f"AND source_message_id IN ({held})",
             [guild_id, *chunk],
         )
         con.execute(
-            f"DELETE FROM messages WHERE guild_id = ? AND id IN ({marks})", [guild_id, *chunk]
+            f"DELETE FROM messages WHERE guild_id = ? AND id IN ({held})", [guild_id, *chunk]
         )
     con.execute("DELETE FROM action_log WHERE guild_id = ? AND subject = ?", (guild_id, user_id))
     con.execute("DELETE FROM members WHERE guild_id = ? AND user_id = ?", (guild_id, user_id))

@@ -1,6 +1,6 @@
 """SQL for the durable inbox: messages, and the guild/channel/member rows
 they introduce. Functions take a connection and run inside the transaction
-that ``Database.write``/``read`` opened; ``memory.store`` re-exports them.
+that ``Database.write``/``read`` opened.
 
 Every query that returns guild data filters by ``guild_id`` in SQL.
 """
@@ -8,10 +8,11 @@ Every query that returns guild data filters by ``guild_id`` in SQL.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from memory.models import IncomingMessage, StoredMessage
+from memory.store.sql import prefixed, rows_in
 
 MESSAGE_COLUMNS = (
     "id, guild_id, channel_id, author_id, author_name, content, created_at, source, is_bot, "
@@ -47,12 +48,7 @@ def insert_messages(con: Any, msgs: Sequence[IncomingMessage], received_at: str)
     thread while the event loop is busy.
     """
     ids = [m.id for m in msgs]
-    existing: set[str] = set()
-    for chunk in _chunks(ids, 500):
-        marks = ",".join("?" * len(chunk))
-        existing.update(
-            r[0] for r in con.execute(f"SELECT id FROM messages WHERE id IN ({marks})", chunk)
-        )
+    existing = {r[0] for r in rows_in(con, "SELECT id FROM messages WHERE id IN ({in})", ids)}
     out: list[bool] = []
     rows: list[list[Any]] = []
     for m in msgs:
@@ -138,14 +134,8 @@ def set_channel_name(con: Any, guild_id: str, channel_id: str, name: str | None,
 
 def message_states(con: Any, ids: Sequence[str]) -> dict[str, tuple[str, bool]]:
     """id → (state, journaled) for the ids that exist."""
-    out: dict[str, tuple[str, bool]] = {}
-    for chunk in _chunks(list(ids), 500):
-        marks = ",".join("?" * len(chunk))
-        for row in con.execute(
-            f"SELECT id, state, journaled FROM messages WHERE id IN ({marks})", chunk
-        ):
-            out[row["id"]] = (row["state"], bool(row["journaled"]))
-    return out
+    sql = "SELECT id, state, journaled FROM messages WHERE id IN ({in})"
+    return {r["id"]: (r["state"], bool(r["journaled"])) for r in rows_in(con, sql, list(ids))}
 
 
 def mark_messages(
@@ -200,15 +190,10 @@ def get_message(con: Any, guild_id: str, message_id: str) -> StoredMessage | Non
 
 
 def messages_by_seq(con: Any, guild_id: str, seqs: Sequence[int]) -> dict[int, StoredMessage]:
-    out: dict[int, StoredMessage] = {}
-    for chunk in _chunks(list(seqs), 500):
-        marks = ",".join("?" * len(chunk))
-        for r in con.execute(
-            f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE guild_id = ? AND seq IN ({marks})",
-            [guild_id, *chunk],
-        ):
-            out[int(r["seq"])] = row_to_message(r)
-    return out
+    sql = f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE guild_id = ? AND seq IN ({{in}})"
+    return {
+        int(r["seq"]): row_to_message(r) for r in rows_in(con, sql, list(seqs), before=[guild_id])
+    }
 
 
 def search_messages_fts(
@@ -216,21 +201,9 @@ def search_messages_fts(
 ) -> list[tuple[int, StoredMessage, float]]:
     """(seq, message, raw bm25) — bm25 is negative; lower is better."""
     rows = con.execute(
-        f"SELECT m.seq AS seq, {_prefixed(MESSAGE_COLUMNS, 'm')}, bm25(messages_fts) AS rank "
+        f"SELECT m.seq AS seq, {prefixed(MESSAGE_COLUMNS, 'm')}, bm25(messages_fts) AS rank "
         "FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid "
         "WHERE messages_fts MATCH ? AND m.guild_id = ? ORDER BY rank LIMIT ?",
         (match, guild_id, limit),
     ).fetchall()
     return [(int(r["seq"]), row_to_message(r), float(r["rank"])) for r in rows]
-
-
-# -- helpers ---------------------------------------------------------------------------
-
-
-def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
-def _prefixed(columns: str, alias: str) -> str:
-    return ", ".join(f"{alias}.{c.strip()} AS {c.strip()}" for c in columns.split(","))

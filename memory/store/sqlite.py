@@ -25,6 +25,13 @@ BUSY_TIMEOUT_MS = 10_000
 MIN_VERSION = (3, 35)  # RETURNING, and the FTS5 and JSON features the store uses
 
 
+class Connection(driver.Connection):
+    """A connection that can carry the change events of its open transaction
+    (``memory.store.changes``); ``None`` while no one collects them."""
+
+    changes: list[Any] | None = None
+
+
 def prepare_connection(con: Any, *, read_only: bool = False) -> None:
     """Pragmas and extensions every connection gets."""
     con.enable_load_extension(True)
@@ -51,10 +58,16 @@ def connect(path: Path | str, *, read_only: bool = False) -> Any:
     target = str(path)
     if read_only and target != ":memory:":
         con = driver.connect(
-            f"file:{target}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            f"file:{target}?mode=ro",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+            factory=Connection,
         )
     else:
-        con = driver.connect(target, isolation_level=None, check_same_thread=False)
+        con = driver.connect(
+            target, isolation_level=None, check_same_thread=False, factory=Connection
+        )
     prepare_connection(con, read_only=read_only)
     return con
 

@@ -5,83 +5,40 @@ truth). ``vec_facts_<n>`` / ``vec_messages_<n>`` are vec0 indexes, one per
 embedding model, partitioned by guild so a KNN scans only that guild. The fact
 index holds active facts only, so archived facts never take KNN slots.
 
-Every change to a vec0 index is also reported to the listeners registered for
-the database file (``add_listener``): ``memory.vector_index`` keeps in-memory
-matrices that mirror the vec0 indexes through these reports.
+Every change to a vec0 index is also recorded as a change event
+(``memory.store.changes``): the in-memory matrices of ``memory.retrieval``
+mirror the vec0 indexes through these events, which the database delivers
+once the transaction has committed.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import threading
-import weakref
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-log = logging.getLogger(__name__)
+from memory.store.changes import VectorKind, VectorsPut, VectorsRemoved, record
+from memory.store.sql import rows_in
+
+# Per kind: the blob table, its id column (also the vec0 index's), the vec0 index's prefix.
+_TABLES: dict[VectorKind, tuple[str, str, str]] = {
+    "facts": ("memory_fact_vectors", "fact_id", "vec_facts"),
+    "messages": ("message_vectors", "message_seq", "vec_messages"),
+}
 
 
-class VectorListener(Protocol):
-    def vectors_put(
-        self, kind: str, model: str, guild_id: str, ids: Sequence[int], blobs: Sequence[bytes]
-    ) -> None: ...
-
-    def vectors_removed(self, kind: str, ids: Sequence[int]) -> None: ...
-
-
-_listeners: dict[str, weakref.WeakSet[Any]] = {}
-_listeners_lock = threading.Lock()
-
-
-def _key(path: Any) -> str:
-    return os.path.realpath(str(path))
-
-
-def add_listener(db_path: Any, listener: VectorListener) -> None:
-    with _listeners_lock:
-        _listeners.setdefault(_key(db_path), weakref.WeakSet()).add(listener)
-
-
-def remove_listener(db_path: Any, listener: VectorListener) -> None:
-    with _listeners_lock:
-        found = _listeners.get(_key(db_path))
-        if found is not None:
-            found.discard(listener)
-            if not found:
-                del _listeners[_key(db_path)]
-
-
-def _listeners_for(con: Any) -> list[Any]:
-    if not _listeners:
-        return []
-    row = con.execute("PRAGMA database_list").fetchone()
-    path = row[2] if row is not None else ""
-    if not path:
-        return []
-    with _listeners_lock:
-        found = _listeners.get(_key(path))
-        return list(found) if found else []
-
-
-def _notify_put(
-    con: Any, kind: str, model: str, guild_id: str, ids: Sequence[int], blobs: Sequence[bytes]
+def _put(
+    con: Any, kind: VectorKind, model: str, by_guild: dict[str, tuple[list[int], list[bytes]]]
 ) -> None:
-    for listener in _listeners_for(con):
-        try:
-            listener.vectors_put(kind, model, guild_id, ids, blobs)
-        except Exception:  # a cache must never break a write
-            log.exception("vector listener failed")
+    for guild_id, (ids, blobs) in by_guild.items():
+        if ids:
+            record(con, VectorsPut(kind, model, guild_id, tuple(ids), tuple(blobs)))
 
 
-def _notify_removed(con: Any, kind: str, ids: Sequence[int]) -> None:
-    for listener in _listeners_for(con):
-        try:
-            listener.vectors_removed(kind, ids)
-        except Exception:
-            log.exception("vector listener failed")
+def _removed(con: Any, kind: VectorKind, ids: Sequence[int]) -> None:
+    if ids:
+        record(con, VectorsRemoved(kind, tuple(int(i) for i in ids)))
 
 
 def _model_row(con: Any, model: str) -> tuple[int, int] | None:
@@ -160,9 +117,8 @@ def put_fact_vectors(
         else:
             unindexed.append(fact_id)
         written += 1
-    for guild_id, (ids, blobs) in indexed.items():
-        _notify_put(con, "facts", model, guild_id, ids, blobs)
-    _notify_removed(con, "facts", unindexed)
+    _put(con, "facts", model, indexed)
+    _removed(con, "facts", unindexed)
     return written
 
 
@@ -194,8 +150,7 @@ def put_message_vectors(
         ids.append(seq)
         blobs.append(blob)
         written += 1
-    for guild_id, (ids, blobs) in indexed.items():
-        _notify_put(con, "messages", model, guild_id, ids, blobs)
+    _put(con, "messages", model, indexed)
     return written
 
 
@@ -212,7 +167,7 @@ def index_fact_vector_if_present(con: Any, fact_id: int) -> None:
             f"INSERT INTO vec_facts_{n} (fact_id, guild_id, embedding) VALUES (?, ?, ?)",
             (fact_id, r["guild_id"], r["embedding"]),
         )
-        _notify_put(con, "facts", r["model"], r["guild_id"], [fact_id], [bytes(r["embedding"])])
+        _put(con, "facts", r["model"], {r["guild_id"]: ([fact_id], [bytes(r["embedding"])])})
 
 
 def delete_fact_vectors_index(con: Any, fact_ids: Sequence[int]) -> None:
@@ -220,7 +175,7 @@ def delete_fact_vectors_index(con: Any, fact_ids: Sequence[int]) -> None:
         return
     for n, _model, _dims in all_models(con):
         con.executemany(f"DELETE FROM vec_facts_{n} WHERE fact_id = ?", [(i,) for i in fact_ids])
-    _notify_removed(con, "facts", list(fact_ids))
+    _removed(con, "facts", fact_ids)
 
 
 def delete_message_vectors_index(con: Any, seqs: Sequence[int]) -> None:
@@ -228,34 +183,24 @@ def delete_message_vectors_index(con: Any, seqs: Sequence[int]) -> None:
         return
     for n, _model, _dims in all_models(con):
         con.executemany(f"DELETE FROM vec_messages_{n} WHERE message_seq = ?", [(s,) for s in seqs])
-    _notify_removed(con, "messages", list(seqs))
+    _removed(con, "messages", seqs)
 
 
-def knn_facts(con: Any, model: str, guild_id: str, query: bytes, k: int) -> list[tuple[int, float]]:
-    """(fact_id, cosine distance) of the k nearest active facts of one guild."""
-    n = model_number(con, model)
-    if n is None:
-        return []
-    rows = con.execute(
-        f"SELECT fact_id, distance FROM vec_facts_{n} "
-        "WHERE embedding MATCH ? AND k = ? AND guild_id = ?",
-        (query, k, guild_id),
-    ).fetchall()
-    return [(int(r["fact_id"]), float(r["distance"])) for r in rows]
-
-
-def knn_messages(
-    con: Any, model: str, guild_id: str, query: bytes, k: int
+def knn(
+    con: Any, kind: VectorKind, model: str, guild_id: str, query: bytes, k: int
 ) -> list[tuple[int, float]]:
+    """(id, cosine distance) of the k nearest vectors of one guild in the vec0
+    index of ``kind`` (active facts, or messages), nearest first."""
     n = model_number(con, model)
     if n is None:
         return []
+    _, id_col, index = _TABLES[kind]
     rows = con.execute(
-        f"SELECT message_seq, distance FROM vec_messages_{n} "
+        f"SELECT {id_col}, distance FROM {index}_{n} "
         "WHERE embedding MATCH ? AND k = ? AND guild_id = ?",
         (query, k, guild_id),
     ).fetchall()
-    return [(int(r["message_seq"]), float(r["distance"])) for r in rows]
+    return [(int(r[0]), float(r[1])) for r in rows]
 
 
 def model_dims(con: Any, model: str) -> int | None:
@@ -263,7 +208,7 @@ def model_dims(con: Any, model: str) -> int | None:
     return found[1] if found else None
 
 
-def count_vectors(con: Any, kind: str, model: str, guild_id: str) -> int:
+def count_vectors(con: Any, kind: VectorKind, model: str, guild_id: str) -> int:
     """How many vectors the vec0 index of ``kind`` holds for one guild (its
     partition): active facts with a vector, or messages with a vector."""
     if kind == "facts":
@@ -277,7 +222,7 @@ def count_vectors(con: Any, kind: str, model: str, guild_id: str) -> int:
 
 
 def load_vectors(
-    con: Any, kind: str, model: str, guild_id: str, dims: int
+    con: Any, kind: VectorKind, model: str, guild_id: str, dims: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(ids, float32 matrix) of one guild's vectors — what its vec0 partition holds."""
     if kind == "facts":
@@ -303,34 +248,11 @@ def load_vectors(
     return np.asarray(ids, dtype=np.int64), matrix
 
 
-def message_vectors(con: Any, model: str, seqs: Sequence[int]) -> dict[int, bytes]:
-    out: dict[int, bytes] = {}
-    items = list(seqs)
-    for i in range(0, len(items), 500):
-        chunk = items[i : i + 500]
-        marks = ",".join("?" * len(chunk))
-        for r in con.execute(
-            f"SELECT message_seq, embedding FROM message_vectors WHERE model = ? "
-            f"AND message_seq IN ({marks})",
-            [model, *chunk],
-        ):
-            out[int(r["message_seq"])] = bytes(r["embedding"])
-    return out
-
-
-def fact_vectors(con: Any, model: str, fact_ids: Sequence[int]) -> dict[int, bytes]:
-    out: dict[int, bytes] = {}
-    ids = list(fact_ids)
-    for i in range(0, len(ids), 500):
-        chunk = ids[i : i + 500]
-        marks = ",".join("?" * len(chunk))
-        for r in con.execute(
-            f"SELECT fact_id, embedding FROM memory_fact_vectors WHERE model = ? "
-            f"AND fact_id IN ({marks})",
-            [model, *chunk],
-        ):
-            out[int(r["fact_id"])] = bytes(r["embedding"])
-    return out
+def stored_vectors(con: Any, kind: VectorKind, model: str, ids: Sequence[int]) -> dict[int, bytes]:
+    """id → stored vector blob, for the ids of ``kind`` that have one for ``model``."""
+    table, id_col, _ = _TABLES[kind]
+    sql = f"SELECT {id_col}, embedding FROM {table} WHERE model = ? AND {id_col} IN ({{in}})"
+    return {int(r[0]): bytes(r[1]) for r in rows_in(con, sql, list(ids), before=[model])}
 
 
 def facts_missing_vectors(

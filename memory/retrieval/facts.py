@@ -1,0 +1,220 @@
+"""Fact retrieval: candidates are the guild's nearest active facts by vector,
+FTS5 BM25 matches and (for the prompt slice) the subject's own facts; they
+are scored with the default fusion and gate (``memory.retrieval.scoring.fuse``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from memory.models import Fact, Hit, ScoreParts
+from memory.retrieval.context import Mode, QueryVector, SearchContext
+from memory.retrieval.hits import age_days, fact_hit
+from memory.retrieval.query import QueryPlan
+from memory.retrieval.scoring import (
+    LexicalQuery,
+    bm25_normalise,
+    channel_score,
+    fuse,
+    recency_score,
+)
+from memory.retrieval.shared_part import SharedPart
+from memory.retrieval.vector_search import VectorSearch
+from memory.store import facts as store
+from memory.store.search import facts_by_ids, fts_fact_ranks, merge_ranks, recent_subject_facts
+
+log = logging.getLogger(__name__)
+
+# A guild with at least this many fact vectors has its FTS query split in two
+# (``FactSearch._split_fts``); below it the query takes a few milliseconds.
+FTS_SPLIT_MIN_ROWS = 20_000
+# (first id of the upper half, the upper half's FTS answer)
+_UpperFts = tuple[int, SharedPart]
+
+
+@dataclass
+class _FactCand:
+    fact: Fact
+    semantic: float | None
+    bm25_raw: float | None
+
+
+def _offer_done(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("FTS half offer failed (the search ran it itself): %s", task.exception())
+
+
+class FactSearch:
+    def __init__(self, ctx: SearchContext) -> None:
+        self.ctx = ctx
+        self._offers: set[asyncio.Future[None]] = set()  # see _split_fts
+
+    @property
+    def offers_pending(self) -> int:
+        """Upper FTS halves offered to a second reader and not finished yet."""
+        return len(self._offers)
+
+    async def hits(
+        self,
+        guild_id: str,
+        plan: QueryPlan,
+        qv: QueryVector | None,
+        channel_id: str | None,
+        subjects: list[str] | None,
+        limit: int,
+        mode: Mode,
+        visible: set[str] | None,
+    ) -> list[Hit]:
+        ctx = self.ctx
+        started = time.perf_counter()
+        # A member's own facts are few: their stored vectors are read as they are.
+        vs = ctx.vector_search("facts", qv, guild_id, in_memory=not subjects)
+        upper = self._split_fts(guild_id, plan, vs) if not subjects else None
+        gather = self._gather
+        cands, missing = await ctx.db.read(gather, guild_id, plan, vs, subjects, upper)
+        if missing and qv is not None:
+            # Lazy back-fill: a few facts without vectors get one now.
+            n = await ctx.embeddings.embed_facts(guild_id, missing[: ctx.cfg.backfill_per_query])
+            if n:  # gathered again; only an offered upper FTS half (``upper``) is reused
+                cands, _ = await ctx.db.read(gather, guild_id, plan, vs, subjects, upper)
+        if visible is not None:
+            cands = [c for c in cands if c.fact.channel_id is None or c.fact.channel_id in visible]
+        scored = self._score(plan, cands, channel_id, qv is not None)
+        ranked = ctx.rank(scored, mode, limit)
+        ctx.timings["facts_ms"] = (time.perf_counter() - started) * 1000
+        return [fact_hit(c.fact, parts) for c, parts in ranked]
+
+    def _gather(
+        self,
+        con: Any,
+        guild_id: str,
+        plan: QueryPlan,
+        vs: VectorSearch | None,
+        subjects: list[str] | None,
+        upper: _UpperFts | None,
+    ) -> tuple[list[_FactCand], list[int]]:
+        """Candidates, and the ids among them without a vector (run on a reader)."""
+        if subjects:
+            facts, bm = self._subject_facts(con, guild_id, plan, subjects)
+            sem: dict[int, float] = {}
+        else:
+            facts, bm, sem = self._guild_facts(con, guild_id, plan, vs, upper)
+        facts = {i: f for i, f in facts.items() if f.is_active}
+        missing: list[int] = []
+        if vs is not None:
+            need = [i for i in facts if i not in sem]
+            found = vs.similarities(con, need)
+            sem.update(found)
+            missing = [i for i in need if i not in found]
+        out = [
+            _FactCand(f, sem.get(i) if vs is not None else None, bm.get(i))
+            for i, f in facts.items()
+        ]
+        return out, missing
+
+    def _subject_facts(
+        self, con: Any, guild_id: str, plan: QueryPlan, subjects: list[str]
+    ) -> tuple[dict[int, Fact], dict[int, float]]:
+        # A member has at most a few hundred active facts (archive limit):
+        # score them all rather than hope they surface in a guild-wide KNN.
+        facts = {f.id: f for f in recent_subject_facts(con, guild_id, subjects, 400)}
+        bm: dict[int, float] = {}
+        match = plan.fact_match
+        if facts and match:
+            for f, raw in store.search_facts_fts(con, guild_id, match, len(facts) + 1, subjects):
+                bm[f.id] = raw
+        return facts, bm
+
+    def _guild_facts(
+        self,
+        con: Any,
+        guild_id: str,
+        plan: QueryPlan,
+        vs: VectorSearch | None,
+        upper: _UpperFts | None,
+    ) -> tuple[dict[int, Fact], dict[int, float], dict[int, float]]:
+        """The nearest facts by vector and the best FTS matches of the whole guild."""
+        cfg = self.ctx.cfg
+        facts: dict[int, Fact] = {}
+        bm: dict[int, float] = {}
+        sem: dict[int, float] = {}
+        k = cfg.knn_candidates + self.ctx.tuning.fact_overfetch
+        knn = vs.start_nearest(con, k) if vs is not None else None  # beside the FTS query
+        match = plan.fact_match
+        if match:
+            n = cfg.fts_candidates
+            if upper is None:
+                ranks = fts_fact_ranks(con, guild_id, match, n)
+            else:
+                split, part = upper
+                lower = fts_fact_ranks(con, guild_id, match, n, None, split)
+                ranks = merge_ranks([lower, part.result(con)], n)
+            found = facts_by_ids(con, guild_id, [i for i, _ in ranks])
+            for fid, raw in ranks:
+                hit = found.get(fid)
+                if hit is not None:
+                    facts[fid] = hit
+                    bm[fid] = raw
+        if knn is not None:
+            sem.update(knn.result())
+        need = [i for i in sem if i not in facts]
+        # The join is the truth: only this guild's active facts survive.
+        facts.update(facts_by_ids(con, guild_id, need))
+        return facts, bm, sem
+
+    def _split_fts(
+        self, guild_id: str, plan: QueryPlan, vs: VectorSearch | None
+    ) -> _UpperFts | None:
+        """For a big guild, the upper half (by id) of the FTS query, offered to
+        a second reader thread now; None to run the query whole.
+
+        The FTS query is most of a search at 100k facts: FTS5 computes bm25
+        for every match of the guild (~1 µs each; a query of common words
+        matches 20k+ facts) and SQLite reads each match's fact row to filter
+        the guild. Both halves use the whole table's statistics, so their
+        merged top ``fts_candidates`` is exactly the whole query's; on two
+        cores the halves (and the KNN product beside them) run at once.
+        """
+        match = plan.fact_match
+        if vs is None or not match:
+            return None
+        split = vs.split_id(FTS_SPLIT_MIN_ROWS)
+        if split is None:
+            return None
+        part = SharedPart(fts_fact_ranks, guild_id, match, self.ctx.cfg.fts_candidates, split)
+        task = asyncio.ensure_future(self.ctx.db.read(part.offer))
+        # Nobody awaits the offer (the gather takes the part over if no reader
+        # is free); keep it referenced and its outcome retrieved.
+        self._offers.add(task)
+        task.add_done_callback(self._offers.discard)
+        task.add_done_callback(_offer_done)
+        return split, part
+
+    def _score(
+        self, plan: QueryPlan, cands: list[_FactCand], channel_id: str | None, has_sem: bool
+    ) -> list[tuple[_FactCand, ScoreParts]]:
+        cfg = self.ctx.cfg
+        now = self.ctx.clock()
+        bm_norm = bm25_normalise([c.bm25_raw for c in cands])
+        lex = LexicalQuery(plan.text)
+        out = []
+        for c, bm in zip(cands, bm_norm, strict=True):
+            f = c.fact
+            text = f.fact if not f.evidence_text else f"{f.fact} {f.evidence_text}"
+            age = age_days(now, f.updated_at)
+            semantic = (c.semantic if c.semantic is not None else 0.0) if has_sem else None
+            parts = fuse(
+                lex.score(text),
+                semantic,
+                f.confidence,
+                recency_score(age, cfg.recency_half_days),
+                channel_score(f.channel_id, channel_id),
+                bm,
+                explain=True,
+                weights=self.ctx.weights,
+            )
+            out.append((c, parts))
+        return out

@@ -1,0 +1,57 @@
+"""A piece of work two threads may run, whichever gets to it first."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+class SharedPart:
+    """A piece of work that either of two threads may run, whichever gets to
+    it first, on its own connection.
+
+    The retriever offers half of a big FTS query to a second reader thread;
+    the thread that needs the answer runs it itself if that reader has not
+    started yet (all readers busy), and otherwise waits for it. So the work is
+    never queued behind the very thread that waits for it (no deadlock), and
+    never run twice.
+    """
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._fn = fn
+        self._args = args
+        self._lock = threading.Lock()
+        self._claimed = False
+        self._done = threading.Event()
+        self._result: Any = None
+        self._error: BaseException | None = None
+
+    def _claim(self) -> bool:
+        with self._lock:
+            if self._claimed:
+                return False
+            self._claimed = True
+            return True
+
+    def _run(self, con: Any) -> None:
+        try:
+            self._result = self._fn(con, *self._args)
+        except BaseException as exc:  # handed to the thread that waits
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def offer(self, con: Any) -> None:
+        """Run it here unless another thread already has (a reader thread)."""
+        if self._claim():
+            self._run(con)
+
+    def result(self, con: Any) -> Any:
+        """The answer: computed here on ``con`` if nobody started it yet."""
+        if self._claim():
+            self._run(con)
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._result

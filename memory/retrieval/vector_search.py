@@ -1,0 +1,261 @@
+"""Vector search for one query, behind one protocol (``VectorSearch``).
+
+Two implementations answer it with the same numbers (cosine similarity of
+L2-normalised float32 vectors):
+
+- ``MatrixSearch``: the guild's in-memory matrix (``memory.retrieval.vector_index``);
+- ``Vec0Search``: sqlite-vec's vec0 index, the slow path — while the guild's
+  matrix is loading (cold start), or when its partition is over the memory
+  budget. It reads nothing into memory and is exact, but scans the partition
+  in SQLite, several times slower than the matrix product at 100k rows.
+
+``Vectors`` picks one per query, starts matrix loads, keeps the index
+coherent (a database change subscriber) and owns the helper threads that run
+a big matrix product beside the SQL of the same search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from memory.embed.base import blob_to_vector, vector_to_blob
+from memory.retrieval.vector_index import GuildMatrix, VectorCacheConfig, VectorIndex
+from memory.store import vectors as store_vectors
+from memory.store.changes import VectorKind
+from memory.store.db import Database
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Neighbours = list[tuple[int, float]]  # (id, cosine similarity), best first
+KINDS: tuple[VectorKind, ...] = ("facts", "messages")
+
+
+class VectorSearch(Protocol):
+    """The vectors of one (kind, model, guild) searched with one query vector."""
+
+    def nearest(self, con: Any, k: int) -> Neighbours:
+        """The ``k`` most similar ids."""
+        ...
+
+    def start_nearest(self, con: Any, k: int) -> Future[Neighbours]:
+        """``nearest``, maybe running on a helper thread while the caller runs
+        SQL on ``con``; the caller takes ``result()`` before ``con`` is used up."""
+        ...
+
+    def similarities(self, con: Any, ids: Sequence[int]) -> dict[int, float]:
+        """The similarity of every id in ``ids`` that has a vector (ids without
+        one are left out: they need embedding)."""
+        ...
+
+    def split_id(self, min_rows: int) -> int | None:
+        """An id that splits the partition into two halves of about the same
+        size, if it has at least ``min_rows`` rows and its ids are at hand."""
+        ...
+
+
+def _done(fn: Callable[[], T]) -> Future[T]:
+    fut: Future[T] = Future()
+    try:
+        fut.set_result(fn())
+    except Exception as exc:
+        fut.set_exception(exc)
+    return fut
+
+
+def _stored_similarities(
+    con: Any, kind: VectorKind, model: str, query: np.ndarray, ids: Sequence[int]
+) -> dict[int, float]:
+    stored = store_vectors.stored_vectors(con, kind, model, ids)
+    return {i: float(np.dot(blob_to_vector(blob), query)) for i, blob in stored.items()}
+
+
+class Vec0Search:
+    """The slow path: sqlite-vec's KNN over the guild's partition, stored blobs
+    for the similarity of given ids."""
+
+    def __init__(self, kind: VectorKind, model: str, guild_id: str, query: np.ndarray) -> None:
+        self.kind = kind
+        self.model = model
+        self.guild_id = guild_id
+        self.query = query
+
+    def nearest(self, con: Any, k: int) -> Neighbours:
+        blob = vector_to_blob(self.query)
+        found = store_vectors.knn(con, self.kind, self.model, self.guild_id, blob, k)
+        return [(i, 1.0 - distance) for i, distance in found]
+
+    def start_nearest(self, con: Any, k: int) -> Future[Neighbours]:
+        return _done(lambda: self.nearest(con, k))  # one connection: nothing to overlap
+
+    def similarities(self, con: Any, ids: Sequence[int]) -> dict[int, float]:
+        return _stored_similarities(con, self.kind, self.model, self.query, ids)
+
+    def split_id(self, min_rows: int) -> int | None:
+        return None
+
+
+class MatrixSearch:
+    """The in-memory matrix; ids it does not hold (yet) fall back to stored blobs."""
+
+    def __init__(
+        self,
+        matrix: GuildMatrix,
+        query: np.ndarray,
+        *,
+        submit: Callable[..., Future[Neighbours]],
+        overlap_min_rows: int,
+        compact_dead_fraction: float,
+    ) -> None:
+        self.matrix = matrix
+        self.query = query
+        self._submit = submit
+        self._overlap_min_rows = overlap_min_rows
+        self._compact = compact_dead_fraction
+
+    def nearest(self, con: Any, k: int) -> Neighbours:
+        self.matrix.compact_if_needed(self._compact)
+        return self.matrix.top_k(self.query, k)
+
+    def start_nearest(self, con: Any, k: int) -> Future[Neighbours]:
+        self.matrix.compact_if_needed(self._compact)
+        if self.matrix.rows < self._overlap_min_rows:
+            # A small product takes well under a millisecond: not worth a thread hop.
+            return _done(lambda: self.matrix.top_k(self.query, k))
+        return self._submit(self.matrix.top_k, self.query, k)
+
+    def similarities(self, con: Any, ids: Sequence[int]) -> dict[int, float]:
+        sims = self.matrix.similarities(self.query, ids)
+        rest = [i for i in ids if i not in sims]
+        if rest:
+            m = self.matrix
+            sims.update(_stored_similarities(con, m.kind, m.model, self.query, rest))
+        return sims
+
+    def split_id(self, min_rows: int) -> int | None:
+        if self.matrix.rows < min_rows:
+            return None
+        return self.matrix.median_id()
+
+
+class Vectors:
+    """Picks the vector search of each query and keeps what it needs: the
+    matrices (loaded lazily, kept coherent through the database's change
+    events) and the helper threads of big products."""
+
+    def __init__(self, db: Database, cfg: VectorCacheConfig, *, overlap_min_rows: int) -> None:
+        self.db = db
+        self.cfg = cfg
+        self.index = VectorIndex(cfg)
+        self.overlap_min_rows = overlap_min_rows
+        self._unsubscribe: Callable[[], None] | None = None
+        self._loads: dict[tuple[VectorKind, str, str], asyncio.Task[Any]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        self._closed = False
+
+    def search(
+        self, kind: VectorKind, model: str, guild_id: str, query: np.ndarray
+    ) -> VectorSearch:
+        """The matrix when it is ready; vec0 otherwise (and a load starts)."""
+        self._attach()
+        mat = self.index.get(kind, model, guild_id)
+        if mat is None:
+            self._ensure_loading(kind, model, guild_id)
+            return Vec0Search(kind, model, guild_id, query)
+        return MatrixSearch(
+            mat,
+            query,
+            submit=self._submit,
+            overlap_min_rows=self.overlap_min_rows,
+            compact_dead_fraction=self.cfg.compact_dead_fraction,
+        )
+
+    def stored(
+        self, kind: VectorKind, model: str, guild_id: str, query: np.ndarray
+    ) -> VectorSearch:
+        """The slow path whatever the matrices hold, starting no load."""
+        return Vec0Search(kind, model, guild_id, query)
+
+    async def warm(self, model: str, guild_id: str) -> None:
+        """Load the guild's matrices now (benchmarks; otherwise lazy)."""
+        self._attach()
+        for kind in KINDS:
+            task = self._ensure_loading(kind, model, guild_id)
+            if task is not None:
+                await asyncio.shield(task)
+
+    async def close(self) -> None:
+        """Stop loads in progress, drop the matrices (a big guild's are hundreds
+        of MB, and a closed engine may live on or be started again: then they
+        reload lazily), stop following changes and stop the helper threads."""
+        tasks = [t for t in self._loads.values() if not t.done()]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self._loads.clear()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self.index.clear()
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+            self._closed = True
+        if pool is not None:
+            await asyncio.to_thread(pool.shutdown, wait=True)
+
+    @property
+    def helper_threads_running(self) -> bool:
+        with self._pool_lock:
+            return self._pool is not None
+
+    def _attach(self) -> None:
+        """Follow the database's changes before any matrix is registered."""
+        with self._pool_lock:
+            self._closed = False
+        if self._unsubscribe is not None or not self.cfg.enabled:
+            return
+        self._unsubscribe = self.db.subscribe(self.index.apply)
+        # A load still running when the index was closed may have put a matrix
+        # in it since, one that missed changes: start from nothing.
+        self.index.clear()
+
+    def _submit(self, fn: Callable[..., Neighbours], *args: Any) -> Future[Neighbours]:
+        with self._pool_lock:
+            if self._pool is None and not self._closed:
+                # One per database reader thread (Database readers=2 by default).
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="guildlore-knn")
+            if self._pool is not None:
+                return self._pool.submit(fn, *args)
+        return _done(lambda: fn(*args))  # closing: a search still in flight runs it itself
+
+    def _ensure_loading(
+        self, kind: VectorKind, model: str, guild_id: str
+    ) -> asyncio.Task[Any] | None:
+        key = (kind, model, guild_id)
+        task = self._loads.get(key)
+        if task is not None and not task.done():
+            return task
+        if not self.index.needs_load(kind, model, guild_id):
+            return None
+        task = asyncio.get_running_loop().create_task(self._load(kind, model, guild_id))
+        self._loads[key] = task
+        return task
+
+    async def _load(self, kind: VectorKind, model: str, guild_id: str) -> None:
+        try:
+            await self.db.read(self.index.load, kind, model, guild_id)
+        except Exception as exc:  # the vec0 path keeps working
+            log.warning("vector cache load failed for %s/%s: %s", kind, guild_id, exc)
+        finally:
+            self._loads.pop((kind, model, guild_id), None)

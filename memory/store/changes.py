@@ -1,0 +1,56 @@
+"""Change events: what a write transaction did that a cache outside SQLite
+must follow (today: the in-memory vector matrices of ``memory.retrieval``).
+
+Store functions ``record`` an event on the connection they write through;
+``memory.store.db.Database`` collects the events of one transaction and hands
+them to its subscribers after ``COMMIT`` — never for a transaction that rolled
+back. ``ExternalCommit`` says that another connection (another process, or a
+second ``Database`` on the same file) committed: its changes are not known
+one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+VectorKind = Literal["facts", "messages"]
+
+
+@dataclass(frozen=True)
+class VectorsPut:
+    """Vectors written into (or put back into) a KNN index: one guild, one model."""
+
+    kind: VectorKind
+    model: str
+    guild_id: str
+    ids: tuple[int, ...]
+    blobs: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class VectorsRemoved:
+    """Ids taken out of every model's KNN index (archived, deleted, forgotten)."""
+
+    kind: VectorKind
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ExternalCommit:
+    """Another connection committed since this database last looked."""
+
+
+Change = VectorsPut | VectorsRemoved | ExternalCommit
+
+
+def record(con: Any, change: Change) -> None:
+    """Note ``change`` in the transaction open on ``con``.
+
+    Only a ``Database`` write transaction collects changes; on any other
+    connection (a migration, a bare connection in a tool) nobody holds a cache
+    to keep coherent, and the event is dropped.
+    """
+    pending = getattr(con, "changes", None)
+    if pending is not None:
+        pending.append(change)
