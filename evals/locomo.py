@@ -231,7 +231,12 @@ def summarise(
 
 def format_table(summary: dict[str, Any]) -> str:
     ks = summary["k"]
-    rows = [(f"{c} {CATEGORY_NAMES[c]}", summary["by_category"][c]) for c in CATEGORIES]
+    # A data set may use only some categories: the others would be rows of zeros.
+    rows = [
+        (f"{c} {CATEGORY_NAMES[c]}", summary["by_category"][c])
+        for c in CATEGORIES
+        if summary["by_category"][c]["n"]
+    ]
     lines = format_recall_table("category", rows, ("overall 1-4", summary["overall_1_4"]), ks)
     lines.append(
         f"questions {summary['questions']}, ingest {summary['ingest_seconds']:.1f} s, "

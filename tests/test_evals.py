@@ -290,6 +290,9 @@ def test_longmemeval_end_to_end(tmp_path: Path, local_embedder: Any) -> None:
     assert summary["overall"]["recall@1"] == (ku["recall"]["1"] + ssu["recall"]["1"]) / 2
     assert summary["by_type"]["knowledge-update"]["recall@1"] == 0.5  # only the new value on top
     assert summary["newest_first"]["n"] == 1 and summary["newest_first"]["share"] == 1.0
+    table = longmemeval.format_table(summary)
+    assert "knowledge-update" in table and "single-session-user" in table
+    assert "newest-first (knowledge-update, top 10): 100.0 of 1" in table
     assert summary["abstention"]["n"] == 1
     assert summary["abstention"]["no_strict_hit_share"] == (
         1.0 if abs_["strict_hits"] == 0 else 0.0
@@ -382,3 +385,7 @@ def test_locomo_end_to_end(tmp_path: Path, local_embedder: Any) -> None:
     assert summary["questions"] == 2 and summary["unknown_evidence"] == 1
     assert summary["overall_1_4"]["recall@50"] == 1.0  # four turns: all ranked
     assert summary["by_category"]["4"]["n"] == 1 and summary["by_category"]["1"]["n"] == 1
+    table = locomo.format_table(summary)
+    assert "1 multi-hop" in table and "4 single-hop" in table
+    assert "2 temporal" not in table  # no question of that category: no row of zeros
+    assert "evidence ids naming no turn (left out): 1" in table
