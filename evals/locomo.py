@@ -1,7 +1,8 @@
 """LoCoMo retrieval benchmark: ingest conversations, ask the questions, score evidence.
 
-Each LoCoMo conversation becomes its own guild and goes through the real
-ingest pipeline (``Memory.ingest_message(..., backpressure=True)``): the two
+Reads LoCoMo's JSON layout (also used by other data sets, e.g. REALTALK).
+Each conversation becomes its own guild and goes through the real ingest
+pipeline the way an import does (``evals.common.ingest``): the two
 speakers are the authors, every turn is one message whose id carries the
 turn's ``dia_id``, timestamps come from the session dates, and an image a
 speaker shared is appended to the turn as its BLIP caption. Every question is
@@ -24,16 +25,24 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import statistics
-import tempfile
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory import Hit, IncomingMessage, iso
+from evals.common import (
+    format_recall_table,
+    ingest,
+    latency,
+    offline_memory,
+    rank,
+    recall_block,
+    safe_id,
+    timestamp,
+    warm,
+)
+from memory import IncomingMessage, Memory
 
 DEFAULT_K: tuple[int, ...] = (5, 10, 25, 50)
 CATEGORIES: tuple[str, ...] = ("1", "2", "3", "4", "5")
@@ -48,7 +57,9 @@ CATEGORY_NAMES: dict[str, str] = {
 }
 CHANNEL = "chat"
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
-_ID_UNSAFE = re.compile(r"[^0-9A-Za-z_:.\-]+")
+# Between evidence ids: commas, semicolons, blanks, and a full stop that ends
+# an id ("D8:6; D9:17", "D13:4. D14:4").
+_EVIDENCE_SEP = re.compile(r"[;,\s]+")
 # Seconds between consecutive turns of a session (LoCoMo gives one date per session).
 TURN_SPACING_S = 30
 
@@ -82,11 +93,6 @@ class Conversation:
     unknown_evidence: int = 0
 
 
-def safe_id(text: str, limit: int = 64) -> str:
-    out = _ID_UNSAFE.sub("-", text.strip()).strip("-") or "x"
-    return out[:limit]
-
-
 def message_id(sample_id: str, dia_id: str) -> str:
     """A globally unique message id that still shows the turn: ``conv-26.D1:3``."""
     return safe_id(f"{safe_id(sample_id, 30)}.{safe_id(dia_id, 30)}")
@@ -116,12 +122,12 @@ def turn_text(turn: dict[str, Any]) -> str:
     return text
 
 
-def _evidence_ids(raw: Iterable[Any]) -> list[str]:
-    # A few entries hold several ids ("D8:6; D9:17").
+def evidence_ids(raw: Iterable[Any]) -> list[str]:
+    """The evidence ids of a question; one entry may hold several."""
     out: list[str] = []
     for item in raw:
-        for part in re.split(r"[;,]", str(item)):
-            part = part.strip()
+        for part in _EVIDENCE_SEP.split(str(item)):
+            part = part.strip().rstrip(".")
             if part:
                 out.append(part)
     return out
@@ -155,13 +161,13 @@ def load(path: Path) -> list[Conversation]:
                         dia_id=dia,
                         speaker=str(t["speaker"]),
                         text=text,
-                        created_at=iso(start + timedelta(seconds=TURN_SPACING_S * i)),
+                        created_at=timestamp(start + timedelta(seconds=TURN_SPACING_S * i)),
                         session=number,
                     )
                 )
                 known.add(dia)
         for q in sample.get("qa", []):
-            evidence = _evidence_ids(q.get("evidence") or [])
+            evidence = evidence_ids(q.get("evidence") or [])
             kept = [message_id(sample_id, e) for e in evidence if e in known]
             c.unknown_evidence += len(evidence) - len(kept)
             answer = q.get("answer", q.get("adversarial_answer"))
@@ -191,23 +197,6 @@ def incoming(conv: Conversation, turn: Turn) -> IncomingMessage:
     )
 
 
-def ranked_turns(hits: Sequence[Hit]) -> list[str]:
-    """Message ids in rank order: a fact counts as its source message; duplicates dropped."""
-    out: dict[str, None] = {}
-    for h in hits:
-        mid = h.id if h.kind == "message" else h.source_message_id
-        if mid:
-            out.setdefault(mid, None)
-    return list(out)
-
-
-def score_question(ranked: Sequence[str], evidence: Sequence[str], k: int) -> tuple[float, float]:
-    """(recall@k, hit@k) for one question."""
-    top = set(ranked[:k])
-    found = sum(1 for e in evidence if e in top)
-    return found / len(evidence), 1.0 if found else 0.0
-
-
 @dataclass
 class QuestionResult:
     question: Question
@@ -215,30 +204,16 @@ class QuestionResult:
     ms: float
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
 def summarise(
-    results: Sequence[QuestionResult], ks: Sequence[int], ingest_seconds: float
+    results: Sequence[QuestionResult],
+    ks: Sequence[int],
+    ingest_seconds: float,
+    unknown_evidence: int = 0,
 ) -> dict[str, Any]:
     def block(rs: Sequence[QuestionResult]) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for k in ks:
-            pairs = [score_question(r.ranked, r.question.evidence, k) for r in rs]
-            out[f"recall@{k}"] = statistics.fmean(p[0] for p in pairs) if pairs else 0.0
-            out[f"hit@{k}"] = statistics.fmean(p[1] for p in pairs) if pairs else 0.0
-        out["n"] = len(rs)
-        return out
+        return recall_block([(r.ranked, r.question.evidence) for r in rs], ks)
 
     headline = [r for r in results if r.question.category in HEADLINE_CATEGORIES]
-    ms = [r.ms for r in results]
     return {
         "k": list(ks),
         "overall_1_4": block(headline),
@@ -246,56 +221,37 @@ def summarise(
             c: block([r for r in results if r.question.category == c]) for c in CATEGORIES
         },
         "questions": len(results),
+        # Evidence ids naming no turn of the conversation (e.g. a turn the
+        # data set dropped): left out of the question's evidence.
+        "unknown_evidence": unknown_evidence,
         "ingest_seconds": round(ingest_seconds, 3),
-        "query_ms": {"p50": round(percentile(ms, 0.5), 3), "p95": round(percentile(ms, 0.95), 3)},
+        "query_ms": latency([r.ms for r in results]),
     }
 
 
 def format_table(summary: dict[str, Any]) -> str:
     ks = summary["k"]
-    cols = [f"R@{k}" for k in ks] + [f"H@{k}" for k in ks]
-    head = f"{'category':<16}{'n':>5}" + "".join(f"{c:>8}" for c in cols)
-    lines = [head, "-" * len(head)]
-
-    def row(name: str, b: dict[str, float]) -> str:
-        vals = [b[f"recall@{k}"] for k in ks] + [b[f"hit@{k}"] for k in ks]
-        return f"{name:<16}{int(b['n']):>5}" + "".join(f"{v * 100:>8.1f}" for v in vals)
-
-    for c in CATEGORIES:
-        lines.append(row(f"{c} {CATEGORY_NAMES[c]}", summary["by_category"][c]))
-    lines.append("-" * len(head))
-    lines.append(row("overall 1-4", summary["overall_1_4"]))
+    # A data set may use only some categories: the others would be rows of zeros.
+    rows = [
+        (f"{c} {CATEGORY_NAMES[c]}", summary["by_category"][c])
+        for c in CATEGORIES
+        if summary["by_category"][c]["n"]
+    ]
+    lines = format_recall_table("category", rows, ("overall 1-4", summary["overall_1_4"]), ks)
     lines.append(
         f"questions {summary['questions']}, ingest {summary['ingest_seconds']:.1f} s, "
         f"query p50 {summary['query_ms']['p50']:.1f} ms, p95 {summary['query_ms']['p95']:.1f} ms"
     )
+    if summary.get("unknown_evidence"):
+        lines.append(f"evidence ids naming no turn (left out): {summary['unknown_evidence']}")
     return "\n".join(lines)
 
 
 # -- running ---------------------------------------------------------------------------------------
 
-Searcher = Callable[[str, str, int], Any]  # (guild, question, limit) -> awaitable list[Hit]
-
-
-async def ingest(
-    memory: Any, conversations: Sequence[Conversation], timeout: float = 1800
-) -> float:
-    """Push every turn through ``Memory.ingest_message``; seconds until all is embedded."""
-    started = time.perf_counter()
-    for conv in conversations:
-        outcomes = []
-        for turn in conv.turns:
-            outcomes.append(await memory.ingest_message(incoming(conv, turn), backpressure=True))
-        bad = [o for o in outcomes if o.status == "rejected"]
-        if bad:
-            raise RuntimeError(f"{len(bad)} turns rejected, first: {bad[0].reason}")
-    if not await memory.settle(timeout):
-        raise RuntimeError("ingest did not settle in time")
-    return time.perf_counter() - started
-
 
 async def answer(
-    memory: Any,
+    memory: Memory,
     conversations: Sequence[Conversation],
     limit: int,
     *,
@@ -306,12 +262,8 @@ async def answer(
         for q in conv.questions:
             if not q.evidence:
                 continue
-            t0 = time.perf_counter()
-            hits = await memory.search(
-                conv.guild_id, q.question, limit=limit, scope="all", gate=gate
-            )
-            ms = (time.perf_counter() - t0) * 1000
-            results.append(QuestionResult(q, ranked_turns(hits), ms))
+            ranked, ms = await rank(memory, conv.guild_id, q.question, limit, gate=gate)
+            results.append(QuestionResult(q, ranked, ms))
     return results
 
 
@@ -321,32 +273,24 @@ async def run_benchmark(
     ks: Sequence[int] = DEFAULT_K,
     data_dir: Path | None = None,
     gate: bool = False,
+    threads: int = 2,
     embedder: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], list[QuestionResult]]:
-    from memory import Memory, MemoryConfig, RuleExtractor
-
-    conversations = load(data)
+    conversations = await asyncio.to_thread(load, data)
     limit = max(ks)
-    with tempfile.TemporaryDirectory(prefix="guildlore-locomo-") as tmp:
-        root = data_dir or Path(tmp)
-        cfg = MemoryConfig.for_data_dir(root)
-        memory = await Memory.open(cfg, extractor=RuleExtractor(), embedder=embedder)
-        try:
-            if progress:
-                progress(f"ingesting {sum(len(c.turns) for c in conversations)} turns")
-            seconds = await ingest(memory, conversations)
-            if progress:
-                progress(f"ingested in {seconds:.1f} s; answering")
-            # Warm-up: load the vector matrices and the model session, so query
-            # latency is the steady state rather than a cold start.
-            for conv in conversations:
-                await memory.warm_up(conv.guild_id)
-                await memory.search(conv.guild_id, "warm up", limit=limit, scope="all")
-            results = await answer(memory, conversations, limit, gate=gate)
-        finally:
-            await memory.close()
-    return summarise(results, ks, seconds), results
+    async with offline_memory(data_dir=data_dir, threads=threads, embedder=embedder) as memory:
+        if progress:
+            progress(f"ingesting {sum(len(c.turns) for c in conversations)} turns")
+        messages = [incoming(conv, turn) for conv in conversations for turn in conv.turns]
+        report = await ingest(memory, messages)
+        if progress:
+            progress(f"ingested in {report.seconds:.1f} s; answering")
+        for conv in conversations:
+            await warm(memory, conv.guild_id, limit)
+        results = await answer(memory, conversations, limit, gate=gate)
+    unknown = sum(c.unknown_evidence for c in conversations)
+    return summarise(results, ks, report.seconds, unknown), results
 
 
 def run(data: Path, ks: Sequence[int], json_out: Path | None, **kw: Any) -> dict[str, Any]:

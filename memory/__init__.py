@@ -24,13 +24,12 @@ from memory.diagnostics import (
     list_models,
 )
 from memory.embed.base import provider_default_model
-from memory.embed.local import LocalMiniLMEmbedder
 from memory.engine import Memory
 from memory.errors import ConfigError, GuildloreError, InvalidInput, LLMError
 from memory.extract.rules.extractor import RuleExtractor
 from memory.guild_settings import GUILD_SETTINGS, GUILD_SETTINGS_BY_KEY, parse_guild_setting
 from memory.importer.reader import iter_paths, read_header
-from memory.importer.session import ImportReport, ImportStop, import_files
+from memory.importer.session import ImportReport, ImportStop, import_files, import_messages
 from memory.llm import ChatModel
 from memory.models import (
     FACT_TYPES,
@@ -70,7 +69,6 @@ __all__ = [
     "InvalidInput",
     "LLMConfig",
     "LLMError",
-    "LocalMiniLMEmbedder",
     "Memory",
     "MemoryConfig",
     "ReplyRequest",
@@ -87,6 +85,7 @@ __all__ = [
     "database_status",
     "embedding_dims",
     "import_files",
+    "import_messages",
     "iso",
     "iter_paths",
     "list_models",

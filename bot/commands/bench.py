@@ -1,9 +1,12 @@
-"""``guildlore bench locomo --data FILE [--k 5,10,25,50] [--json OUT]``.
+"""``guildlore bench locomo|longmemeval --data FILE [--k ...] [--json OUT]``.
 
-Runs the LoCoMo retrieval benchmark (memory/locomo.py) with the offline stack:
-the local MiniLM embedder and the rule extractor, in a throw-away data
-directory unless ``--data-dir`` names one. Prints a table; ``--json`` writes
-the summary.
+Runs a retrieval benchmark (``evals``) with the offline stack: the local
+MiniLM embedder and the rule extractor, in a throw-away data directory unless
+``--data-dir`` names one. Prints a table; ``--json`` writes the summary.
+
+* ``locomo`` reads LoCoMo's layout (and data sets in it, e.g. REALTALK);
+* ``longmemeval`` reads LongMemEval's (plain or gzip-compressed JSON) and also
+  takes ``--per-question OUT`` (JSON lines), ``--limit N`` and ``--types``.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
-BENCHMARKS = ("locomo",)
+BENCHMARKS = ("locomo", "longmemeval")
+DEFAULT_K = {"locomo": [5, 10, 25, 50], "longmemeval": [5, 10, 25]}
+LONGMEMEVAL_ONLY = ("per_question", "limit", "types")
 
 
 def _ks(text: str) -> list[int]:
@@ -28,17 +34,48 @@ def _ks(text: str) -> list[int]:
     return ks
 
 
+def _limit(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--limit wants a number, not {text!r}") from exc
+    if n < 1:
+        raise argparse.ArgumentTypeError("--limit must be at least 1")
+    return n
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("benchmark", choices=BENCHMARKS, help="which benchmark to run")
-    parser.add_argument("--data", type=Path, required=True, help="the LoCoMo JSON file")
+    parser.add_argument("--data", type=Path, required=True, help="the data set's JSON file")
     parser.add_argument(
         "--k",
         type=_ks,
-        default=[5, 10, 25, 50],
-        help="cut-offs, comma-separated (default 5,10,25,50)",
+        default=None,
+        help="cut-offs, comma-separated (default 5,10,25,50 for locomo, 5,10,25 for longmemeval)",
     )
     parser.add_argument(
         "--json", type=Path, default=None, metavar="OUT", help="write the summary here"
+    )
+    parser.add_argument(
+        "--per-question",
+        type=Path,
+        default=None,
+        metavar="OUT",
+        help="longmemeval: write one JSON line per question (evidence, ranking, hits)",
+    )
+    parser.add_argument(
+        "--limit",
+        type=_limit,
+        default=None,
+        metavar="N",
+        help="longmemeval: only the first N questions (after --types)",
+    )
+    parser.add_argument(
+        "--types",
+        nargs="+",
+        default=None,
+        metavar="TYPE",
+        help="longmemeval: only these question types (space- or comma-separated)",
     )
     parser.add_argument(
         "--gate",
@@ -50,8 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evals import locomo
-    from memory import LocalMiniLMEmbedder
+    from evals import locomo, longmemeval
 
     if not getattr(args, "verbose", False):
         logging.getLogger().setLevel(logging.WARNING)
@@ -59,23 +95,45 @@ def run(args: argparse.Namespace) -> int:
     if not data.is_file():
         print(f"no such file: {data}", file=sys.stderr)
         return 2
-    embedder = LocalMiniLMEmbedder(threads=max(1, int(args.threads)))
-    try:
-        summary = locomo.run(
-            data,
-            args.k,
-            args.json,
-            data_dir=getattr(args, "data_dir", None),
-            gate=bool(args.gate),
-            embedder=embedder,
-            progress=lambda line: print(line, file=sys.stderr),
-        )
-    except (ValueError, KeyError) as exc:
-        print(f"cannot read {data} as LoCoMo data: {exc}", file=sys.stderr)
+    name: str = args.benchmark
+    misplaced = [
+        "--" + opt.replace("_", "-") for opt in LONGMEMEVAL_ONLY if getattr(args, opt) is not None
+    ]
+    if name != "longmemeval" and misplaced:
+        print(f"{', '.join(misplaced)}: only for longmemeval", file=sys.stderr)
         return 2
+    ks: list[int] = args.k or DEFAULT_K[name]
+    common: dict[str, Any] = {
+        "data_dir": getattr(args, "data_dir", None),
+        "gate": bool(args.gate),
+        "threads": max(1, int(args.threads)),
+        "progress": lambda line: print(line, file=sys.stderr),
+    }
     mode = "strict search (gate on)" if args.gate else "ranking (gate off)"
-    print(f"LoCoMo evidence retrieval, {mode}, search(scope='all'), unit = dialogue turns")
-    print(locomo.format_table(summary))
-    if args.json is not None:
-        print(f"wrote {args.json}")
+    try:
+        if name == "locomo":
+            summary = locomo.run(data, ks, args.json, **common)
+            table = locomo.format_table(summary)
+            title = "LoCoMo-layout evidence retrieval"
+        else:
+            types = [t for item in args.types or () for t in item.split(",") if t.strip()]
+            summary = longmemeval.run(
+                data,
+                ks,
+                args.json,
+                args.per_question,
+                types=types or None,
+                limit=args.limit,
+                **common,
+            )
+            table = longmemeval.format_table(summary)
+            title = "LongMemEval evidence retrieval"
+    except (ValueError, KeyError) as exc:
+        print(f"cannot read {data} as {name} data: {exc}", file=sys.stderr)
+        return 2
+    print(f"{title}, {mode}, search(scope='all'), unit = dialogue turns")
+    print(table)
+    for out in (args.json, args.per_question):
+        if out is not None:
+            print(f"wrote {out}")
     return 0

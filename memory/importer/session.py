@@ -24,13 +24,14 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memory.errors import ImportFormatError, NotRegularFile
 from memory.importer.reader import ImportRecord, ImportStats, iter_export, read_header
+from memory.models import IncomingMessage, IngestOutcome
 
 if TYPE_CHECKING:
     from memory.engine import Memory
@@ -152,12 +153,55 @@ async def import_files(
     """Import ``paths`` into ``memory`` (started with ingest) and wait until it is
     processed and embedded (see the module doc). ``default_guild_id``: for raw
     Discord API messages without a guild id."""
+    report = ImportReport(stats=ImportStats())
+    stop = stop or ImportStop()
+
+    async def feed(guilds: set[str]) -> None:
+        await _read_all(memory, paths, report, stop, progress, default_guild_id, guilds)
+
+    return await _run_import(memory, feed, report, stop, progress, settle_timeout)
+
+
+async def import_messages(
+    memory: Memory,
+    messages: Sequence[IncomingMessage],
+    *,
+    settle_timeout: float | None = None,
+) -> ImportReport:
+    """Import messages that are already built (a benchmark's conversations, say)
+    exactly as ``import_files`` imports a file's: chunks with backpressure, the
+    facts and their vectors first, then every message's vector."""
+    report = ImportReport(stats=ImportStats())
+    stop = ImportStop()
+
+    async def feed(guilds: set[str]) -> None:
+        for start in range(0, len(messages), CHUNK):
+            chunk = messages[start : start + CHUNK]
+            _count(
+                report,
+                await asyncio.gather(*(memory.ingest_message(m, backpressure=True) for m in chunk)),
+            )
+            report.stats.messages += len(chunk)
+            guilds.update(m.guild_id for m in chunk if m.guild_id)
+            await _wait_for_backlog(memory, stop)
+
+    return await _run_import(memory, feed, report, stop, None, settle_timeout)
+
+
+async def _run_import(
+    memory: Memory,
+    feed: Callable[[set[str]], Awaitable[None]],
+    report: ImportReport,
+    stop: ImportStop,
+    progress: ImportProgress | None,
+    settle_timeout: float | None,
+) -> ImportReport:
+    """What every import shares around ``feed``: the embedding's import mode,
+    waiting until the memory is ready, the message vectors, the counts."""
     started = time.monotonic()
     embeddings = memory.embeddings
     before = memory.admin.counters()
     vectors_before = (embeddings.stats.fact_vectors, embeddings.stats.message_vectors)
-    report = ImportReport(stats=ImportStats())
-    stop = stop or ImportStop()
     guilds: set[str] = set()
     # Facts first: message vectors would otherwise queue ahead of the facts'
     # and hold the reader back.
@@ -167,7 +211,7 @@ async def import_files(
     niced_before, embeddings.low_priority = embeddings.low_priority, False
     try:
         try:
-            await _read_all(memory, paths, report, stop, progress, default_guild_id, guilds)
+            await feed(guilds)
             report.interrupted = stop.requested.is_set()
             report.settled = await _settle(memory, stop, progress, settle_timeout)
         finally:
@@ -194,6 +238,19 @@ async def import_files(
     report.fact_vectors = embeddings.stats.fact_vectors - vectors_before[0]
     report.message_vectors = embeddings.stats.message_vectors - vectors_before[1]
     return report
+
+
+def _count(report: ImportReport, outcomes: Sequence[IngestOutcome]) -> None:
+    for out in outcomes:
+        if out.status == "queued":
+            if out.reason == "resumed":
+                report.resumed += 1
+            else:
+                report.new += 1
+        elif out.status == "duplicate":
+            report.already += 1
+        else:
+            report.rejected[(out.reason or "rejected")[:60]] += 1
 
 
 def _take(
@@ -282,19 +339,12 @@ async def _read_all(
                 if records:
                     position = records[-1].position
                 if messages:
-                    outcomes = await asyncio.gather(
-                        *(memory.ingest_message(m, backpressure=True) for m in messages)
+                    _count(
+                        report,
+                        await asyncio.gather(
+                            *(memory.ingest_message(m, backpressure=True) for m in messages)
+                        ),
                     )
-                    for out in outcomes:
-                        if out.status == "queued":
-                            if out.reason == "resumed":
-                                report.resumed += 1
-                            else:
-                                report.new += 1
-                        elif out.status == "duplicate":
-                            report.already += 1
-                        else:
-                            report.rejected[(out.reason or "rejected")[:60]] += 1
                     read_messages += len(messages)
                 show(position)
                 if error is not None:
