@@ -23,9 +23,10 @@ from memory.embed.service import GUILD_MODEL_KEY, EmbeddingService
 from memory.errors import InvalidInput
 from memory.extract.guards import normalise_lore_line
 from memory.extract.llm import Extractor
-from memory.guild_settings import GuildSettings
+from memory.guild_settings import GuildSettingsCache
+from memory.ingest.inbox import Inbox
 from memory.ingest.pipeline import BatchProcessor
-from memory.ingest.queue import IngestQueue, Job
+from memory.ingest.queue import IngestQueue
 from memory.ingest.validate import validate_message
 from memory.journal import Journal
 from memory.models import (
@@ -37,7 +38,6 @@ from memory.models import (
     IngestOutcome,
     PromptSlice,
     SearchScope,
-    StoredMessage,
 )
 from memory.operator import OperatorOps
 from memory.snapshot import GuildLore, PersonFacts, SnapshotRefresher, render_snapshot, write_atomic
@@ -79,36 +79,26 @@ class Memory(OperatorOps):
             env_default=env_embedding_model,
             embedder=embedder,
         )
+        self.snapshot = SnapshotRefresher(self._refresh_snapshot_file, config.snapshot.debounce_s)
+        self.settings_cache = GuildSettingsCache(self.db)
         self.pipeline = BatchProcessor(
             db=self.db,
             journal=self.journal,
             extractor=extractor,
             cfg=config.ingest,
             clock=clock,
-            on_facts_changed=self.embeddings.schedule_facts,
-            on_memory_changed=self._memory_changed,
-            guild_settings=self.guild_settings,
+            embeddings=self.embeddings,
+            settings=self.settings_cache,
+            on_memory_changed=self.snapshot.request,
         )
-        self.queue = IngestQueue(
-            config.ingest,
-            persist=self._persist,
-            process=self._process,
-            on_drop=self._on_drop,
-        )
-        self.snapshot = SnapshotRefresher(self._refresh_snapshot_file, config.snapshot.debounce_s)
+        self.inbox = Inbox(self.db, config.ingest, clock)
+        self.queue = IngestQueue(config.ingest, inbox=self.inbox, process=self.pipeline)
         self._retriever: Any = None
-        self._replay_task: asyncio.Task[None] | None = None
-        # Overflow catch-up has its own task and a "more drops" flag: a drop
-        # marked while the start-up replay or an earlier catch-up is reading
-        # must still be picked up (CI once lost two dropped rows that way).
-        self._catch_up_task: asyncio.Task[None] | None = None
-        self._drops_pending = False
         self._started = False
         self.rejected: dict[str, int] = {}
         # Retrieval latency (search + prompt slices), for the dashboard and /metrics.
         self._search_calls = 0
         self._search_ms_total = 0.0
-        self._settings_cache: dict[str, GuildSettings] = {}
         self._background: set[asyncio.Task[Any]] = set()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -150,7 +140,7 @@ class Memory(OperatorOps):
         self.queue.start()
         self.embeddings.start()
         self._started = True
-        self._replay_task = asyncio.create_task(self._replay(), name="ingest-replay")
+        self.inbox.start(self.queue)
         self.snapshot.request()
 
     async def close(self, drain_timeout: float | None = None) -> None:
@@ -158,11 +148,7 @@ class Memory(OperatorOps):
         if not self._started:
             return
         self.queue.accepting = False
-        for task in (self._replay_task, self._catch_up_task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await self.inbox.stop()
         timeout = self.config.ingest.drain_timeout_s if drain_timeout is None else drain_timeout
         drained = await self.queue.drain(timeout)
         if not drained:
@@ -223,73 +209,6 @@ class Memory(OperatorOps):
         """Drain the queue and wait for the embeddings it caused (tests, import, demo)."""
         ok = await self.queue.drain(timeout)
         return await self.embeddings.settle(timeout) and ok
-
-    async def _persist(self, msgs: Sequence[IncomingMessage]) -> list[tuple[bool, str | None]]:
-        now = iso(self.clock())
-
-        def work(con: Any) -> list[tuple[bool, str | None]]:
-            new = store.insert_messages(con, msgs, now)
-            old_ids = [m.id for m, n in zip(msgs, new, strict=True) if not n]
-            states = store.message_states(con, old_ids) if old_ids else {}
-            return [
-                (True, "pending") if n else (False, states.get(m.id, ("done", True))[0])
-                for m, n in zip(msgs, new, strict=True)
-            ]
-
-        return await self.db.write(work)
-
-    async def _process(self, jobs: Sequence[Job]) -> None:
-        await self.pipeline(jobs)
-        self.embeddings.schedule_messages([(j.msg.id, j.msg.guild_id or "") for j in jobs])
-
-    async def _on_drop(self, job: Job) -> None:
-        now = iso(self.clock())
-
-        def work(con: Any) -> None:
-            store.mark_messages(con, [job.msg.id], "dropped", now, "ingest queue overflow")
-            store_ops.log_action(
-                con,
-                "bot_error",
-                f"memory_ingest_queue_overflow: dropped message {job.msg.id}",
-                now,
-                guild_id=job.msg.guild_id,
-                detail={"message_id": job.msg.id, "error": "memory_ingest_queue_overflow"},
-            )
-
-        await self.db.write(work)
-        # Overflow sheds load now, not memory: once the burst has passed, the
-        # dropped rows are queued again (SPEC §8 replay, without a restart).
-        self._drops_pending = True
-        if self._catch_up_task is None or self._catch_up_task.done():
-            self._catch_up_task = asyncio.create_task(self._catch_up(), name="ingest-catch-up")
-
-    async def _catch_up(self) -> None:
-        # The flag is cleared before each pass reads, so a drop marked during
-        # the pass (after its read went by that row) forces one more pass.
-        while self._drops_pending and self.queue.accepting:
-            await self.queue.wait_depth_at_most(self.config.ingest.queue_capacity // 2)
-            self._drops_pending = False
-            await self._replay()
-
-    async def _replay(self) -> None:
-        """Process messages an earlier run (or an overflow) left unfinished."""
-        after = 0
-        total = 0
-        while self.queue.accepting:
-            rows = await self.db.read(store.unfinished_messages, 200, after)
-            if not rows:
-                break
-            for seq, m in rows:
-                after = seq
-                if self.queue.known_future(m.id) is not None:
-                    continue
-                await self.queue.enqueue_replay(_incoming(m))
-                total += 1
-        if total:
-            log.info("replayed %d unfinished messages", total)
-
-    def _memory_changed(self) -> None:
-        self.snapshot.request()
 
     # -- lore and forget ---------------------------------------------------------------------
     async def remember_line(
@@ -464,21 +383,6 @@ class Memory(OperatorOps):
             write_atomic(self.snapshot_path, text)
 
         await asyncio.to_thread(render_and_write)
-
-
-def _incoming(m: StoredMessage) -> IncomingMessage:
-    return IncomingMessage(
-        id=m.id,
-        guild_id=m.guild_id,
-        channel_id=m.channel_id,
-        author_id=m.author_id,
-        author_name=m.author_name,
-        content=m.content,
-        created_at=m.created_at,
-        source=m.source,  # type: ignore[arg-type]
-        is_bot=m.is_bot,
-        reply_to_id=m.reply_to_id,
-    )
 
 
 def _snapshot_inputs(

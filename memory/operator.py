@@ -16,9 +16,8 @@ from memory.config import MemoryConfig
 from memory.embed.service import GUILD_MODEL_KEY, EmbeddingService
 from memory.errors import InvalidInput
 from memory.extract.guards import normalise_fact, normalise_type
-from memory.guild_settings import GuildSettings
+from memory.guild_settings import GuildSettings, GuildSettingsCache
 from memory.guild_settings import parse_value as parse_setting
-from memory.guild_settings import resolve as resolve_settings
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
 from memory.models import (
@@ -42,7 +41,7 @@ class OperatorOps:
     clock: Clock
     embeddings: EmbeddingService
     snapshot: SnapshotRefresher
-    _settings_cache: dict[str, GuildSettings]
+    settings_cache: GuildSettingsCache
     _background: set[asyncio.Task[Any]]
     config: MemoryConfig
     queue: IngestQueue
@@ -243,12 +242,7 @@ class OperatorOps:
 
     async def guild_settings(self, guild_id: str) -> GuildSettings:
         """Resolved per-guild settings (cached; the cache is updated on every change)."""
-        found = self._settings_cache.get(guild_id)
-        if found is None:
-            stored = await self.db.read(store_ops.get_guild_settings, guild_id)
-            found = resolve_settings(stored)
-            self._settings_cache[guild_id] = found
-        return found
+        return await self.settings_cache.get(guild_id)
 
     async def raw_guild_settings(self, guild_id: str) -> dict[str, str]:
         return dict(await self.db.read(store_ops.get_guild_settings, guild_id))
@@ -272,7 +266,7 @@ class OperatorOps:
             )
 
         await self.db.write(work)
-        self._settings_cache.pop(guild_id, None)
+        self.settings_cache.invalidate(guild_id)
         if key == GUILD_MODEL_KEY:
             self.embeddings.set_guild_model(guild_id, value)
             # Vectors of the old model stay (never mixed); fill the new model's.

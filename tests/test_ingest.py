@@ -124,7 +124,7 @@ async def test_overflow_catch_up_runs_while_the_start_up_replay_is_still_reading
         ingest=IngestConfig(queue_capacity=3, workers=1, batch_size=1),
     )
     slow_start_up = asyncio.Event()
-    mem._replay_task = asyncio.create_task(slow_start_up.wait())
+    mem.inbox._replay_task = asyncio.create_task(slow_start_up.wait())
     outs = [await mem.ingest_message(msg(f"I collect stamp number {i} now.")) for i in range(6)]
     dropped = [o for o in outs if o.done.done() and o.done.result() is False]
     assert len(dropped) == 2

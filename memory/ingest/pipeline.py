@@ -18,26 +18,25 @@ import asyncio
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memory.clock import Clock, iso
 from memory.config import IngestConfig
+from memory.embed.service import EmbeddingService
 from memory.errors import ExtractionError
 from memory.extract.guards import clean_message, filter_candidates
 from memory.extract.llm import ExtractionItem, Extractor
-from memory.guild_settings import GuildSettings
+from memory.guild_settings import GuildSettingsCache
 from memory.ingest.jobs import Job, extraction_done, wait_written
-from memory.journal import Journal, JournalLine, format_line
+from memory.journal import Journal
 from memory.models import Candidate, Fact
 from memory.store import facts as store
 from memory.store import ops as store_ops
 from memory.store.db import Database
 
 log = logging.getLogger(__name__)
-
-SettingsLookup = Callable[[str], Awaitable[GuildSettings]]
 
 
 @dataclass
@@ -72,20 +71,18 @@ class BatchProcessor:
         extractor: Extractor | None,
         cfg: IngestConfig,
         clock: Clock,
-        on_facts_changed: Callable[[Sequence[Fact]], None],
+        embeddings: EmbeddingService,
+        settings: GuildSettingsCache,
         on_memory_changed: Callable[[], None],
-        guild_settings: SettingsLookup,
     ) -> None:
         self.db = db
         self.journal = journal
         self.extractor = extractor
         self.cfg = cfg
         self.clock = clock
-        self.on_facts_changed = on_facts_changed
+        self.embeddings = embeddings
+        self.settings = settings
         self.on_memory_changed = on_memory_changed
-        # The engine's cached lookup (updated on every change): a setting
-        # applies from the next batch without a database read per batch.
-        self._guild_settings = guild_settings
         self._per_model: dict[str, Extractor] = {}
         self.stats = PipelineStats()
 
@@ -104,7 +101,8 @@ class BatchProcessor:
         async for group in self._in_turn(jobs, prepared):
             changed.extend(await self._commit(group))
         if changed:
-            self.on_facts_changed(changed)
+            self.embeddings.schedule_facts(changed)
+        self.embeddings.schedule_messages([(j.msg.id, j.msg.guild_id or "") for j in jobs])
         self.on_memory_changed()
 
     @staticmethod
@@ -185,28 +183,13 @@ class BatchProcessor:
         done: list[str] = []
         for job, text in todo:
             m = job.msg
+            line = (m.created_at, m.author_name, m.author_id, m.guild_id or "", m.channel_id, text)
             if job.resumed:
-                # This message was accepted by an earlier run that may have
-                # died between writing the line and recording it.
-                day = self.journal.day_of(m.created_at)
-                line = JournalLine(
-                    day=day,
-                    path=self.journal.path_for(day),
-                    text=format_line(
-                        m.created_at,
-                        m.author_name,
-                        m.author_id,
-                        m.guild_id or "",
-                        m.channel_id,
-                        text,
-                    ),
-                )
-                if self.journal.contains(line):
-                    done.append(m.id)
-                    continue
-            self.journal.append(
-                m.created_at, m.author_name, m.author_id, m.guild_id or "", m.channel_id, text
-            )
+                # Accepted by an earlier run, which may have died between
+                # writing the line and recording it.
+                self.journal.append_once(*line)
+            else:
+                self.journal.append(*line)
             done.append(m.id)
         return done
 
@@ -274,7 +257,7 @@ class BatchProcessor:
         default_model = getattr(base, "model", None)
         if default_model is None:  # not model-based (the offline rules)
             return base
-        model = (await self._guild_settings(guild_id)).extract_model
+        model = (await self.settings.get(guild_id)).extract_model
         if not model or model == default_model:
             return base
         found = self._per_model.get(model)

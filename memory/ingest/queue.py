@@ -35,11 +35,12 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from memory.config import IngestConfig
+from memory.ingest.inbox import Inbox
 from memory.ingest.jobs import Batch as Batch
 from memory.ingest.jobs import Job as Job
 from memory.ingest.jobs import release_in_order
@@ -53,8 +54,6 @@ log = logging.getLogger(__name__)
 # extraction call, writes each job only after ``job.prev`` has written
 # (``wait_written``), then sets ``job.written``. The queue resolves futures.
 ProcessBatch = Callable[[Sequence[Job]], Awaitable[None]]
-PersistBatch = Callable[[Sequence[IncomingMessage]], Awaitable[list[tuple[bool, str | None]]]]
-OnDrop = Callable[[Job], Coroutine[Any, Any, None]]
 
 
 @dataclass
@@ -77,14 +76,12 @@ class IngestQueue:
         self,
         cfg: IngestConfig,
         *,
-        persist: PersistBatch,
+        inbox: Inbox,
         process: ProcessBatch,
-        on_drop: OnDrop,
     ) -> None:
         self.cfg = cfg
-        self._persist = persist
+        self._inbox = inbox
         self._process = process
-        self._on_drop = on_drop
         self._queue: deque[Job] = deque()  # FIFO of queued jobs; taken ones removed lazily
         self._by_channel: dict[tuple[str | None, str], deque[Job]] = {}
         self._depth = 0  # queued, not taken
@@ -289,7 +286,7 @@ class IngestQueue:
         if not victim.done.done():
             victim.done.set_result(False)
         log.warning("ingest queue overflow: dropped message %s", victim.msg.id)
-        task = asyncio.get_running_loop().create_task(self._on_drop(victim))
+        task = asyncio.get_running_loop().create_task(self._inbox.mark_dropped(victim))
         task.add_done_callback(_log_task_error)
 
     def _notify_work(self) -> None:
@@ -303,7 +300,7 @@ class IngestQueue:
             self._persisting = True
             token = URGENT.set(True)
             try:
-                (result,) = await self._persist([msg])
+                (result,) = await self._inbox.persist([msg])
             finally:
                 URGENT.reset(token)
                 self._persisting = False
@@ -329,7 +326,7 @@ class IngestQueue:
                 del self._pending_persist[: len(batch)]
                 self._persisting = True
                 try:
-                    results = await self._persist([m for m, _ in batch])
+                    results = await self._inbox.persist([m for m, _ in batch])
                 except Exception as exc:  # the caller gets the error, the loop lives on
                     for _, fut in batch:
                         if not fut.done():

@@ -181,12 +181,13 @@ def mark_journaled(con: Any, ids: Sequence[str]) -> None:
 
 
 def unfinished_messages(
-    con: Any, limit: int, after_seq: int = 0
+    con: Any, limit: int, after_seq: int = 0, states: Sequence[str] = ("pending", "dropped")
 ) -> list[tuple[int, StoredMessage]]:
+    marks = ",".join("?" * len(states))
     rows = con.execute(
-        f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE state IN ('pending', 'dropped') "
+        f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE state IN ({marks}) "
         "AND seq > ? ORDER BY seq LIMIT ?",
-        (after_seq, limit),
+        (*states, after_seq, limit),
     ).fetchall()
     return [(int(r["seq"]), row_to_message(r)) for r in rows]
 
