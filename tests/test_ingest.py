@@ -227,12 +227,14 @@ async def test_per_author_order_is_kept_with_batching(make_memory: Any) -> None:
         assert numbers == sorted(numbers), numbers
 
 
-async def test_extraction_failure_is_logged_and_message_still_done(make_memory: Any) -> None:
+async def test_extraction_failure_is_logged_and_the_message_kept_for_a_retry(
+    make_memory: Any,
+) -> None:
     mem = await make_memory(extractor=ScriptedExtractor(echo_fact, fail=True))
     m = msg("I run a small bakery in Lyon.")
-    assert await (await mem.ingest_message(m)).wait()
+    assert await (await mem.ingest_message(m)).wait() is False
     row = await mem.get_message(GUILD, m.id)
-    assert row is not None and row.state == "done"
+    assert row is not None and row.state == "retry"
     errors = await mem.action_log(kind="memory_extract_error")
     assert errors and m.id in str(errors[0].detail)
     assert "Lyon" in mem.journal.daily_files()[0].read_text()
