@@ -66,6 +66,22 @@ class StoredMessage:
 
 
 @dataclass(frozen=True)
+class FailedMessage:
+    """A message whose processing failed: waiting for a retry, or given up."""
+
+    id: str
+    guild_id: str
+    channel_id: str
+    author_name: str
+    created_at: str
+    content: str
+    state: str  # "retry" | "failed"
+    reason: str | None
+    attempts: int  # failed attempts so far
+    retry_at: str | None  # when the next attempt is due ("retry" only)
+
+
+@dataclass(frozen=True)
 class Candidate:
     """A fact proposed by an extractor, before the guards run."""
 

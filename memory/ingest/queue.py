@@ -49,6 +49,9 @@ from memory.store.db import URGENT
 
 log = logging.getLogger(__name__)
 
+# States a message does not leave by itself: submitting it again is a no-op.
+FINAL = ("done", "skipped", "failed")
+
 
 # process(batch) does the real work: it calls ``extraction_done`` after the
 # extraction call, writes each job only after ``job.prev`` has written
@@ -177,6 +180,10 @@ class IngestQueue:
             self._room.clear()
             await self._room.wait()
 
+    def holds(self, message_id: str) -> bool:
+        """Whether the message is queued or being processed."""
+        return message_id in self._known
+
     # -- submission -------------------------------------------------------------------
     def known_future(self, message_id: str) -> asyncio.Future[bool] | None:
         job = self._known.get(message_id)
@@ -206,12 +213,15 @@ class IngestQueue:
             self._known.pop(msg.id, None)
             raise
         # "skipped" (too short to keep) is as final as "done": re-importing must not redo it.
-        if not is_new and state in ("done", "skipped"):
+        # So is "failed" until an operator asks for a retry; "retry" is queued again.
+        if not is_new and state in FINAL:
+            ok = state != "failed"
             self._known.pop(msg.id, None)
-            self._remember_done(msg.id, True)
-            job.done.set_result(True)
+            self._remember_done(msg.id, ok)
+            job.done.set_result(ok)
             self.stats.duplicates += 1
-            return IngestOutcome(msg.id, "duplicate", "already processed", job.done)
+            reason = "already processed" if ok else "failed earlier (guildlore retry)"
+            return IngestOutcome(msg.id, "duplicate", reason, job.done)
         job.resumed = not is_new
         if backpressure:
             await self._wait_for_room()
@@ -410,9 +420,9 @@ class IngestQueue:
 
     async def _run(self, batch: Batch) -> None:
         started = time.monotonic()
+        error: Exception | None = None
         try:
             await self._process(batch)
-            ok = True
         except asyncio.CancelledError:
             batch.extraction_done()
             batch.set_active(False)
@@ -422,28 +432,42 @@ class IngestQueue:
                     job.done.set_result(False)
             self._in_flight -= len(batch)
             raise
-        except Exception:
+        except Exception as exc:
             log.exception("ingest batch of %d failed", len(batch))
             self.stats.failed_batches += 1
-            ok = False
+            error = exc
         batch.extraction_done()
         batch.set_active(False)
+        if error is not None:
+            # Its unwritten messages wait for a retry, logged: no restart needed.
+            try:
+                await self._inbox.batch_failed(batch, error)
+            except Exception:
+                log.exception("could not record the failed batch")
         # Jobs the processor did not get to write (it failed, or it did not
         # set ``written``) let their authors' successors through only after
         # their own predecessors wrote.
         await release_in_order(batch)
         self.stats.batches += 1
         self.stats.processing_ms_total += (time.monotonic() - started) * 1000
+        retrying = error is not None
         for job in batch:
             self._known.pop(job.msg.id, None)
             if self._author_tail.get(job.author_key) is job:
                 del self._author_tail[job.author_key]
-            self._remember_done(job.msg.id, ok)
+            ok = job.outcome in ("done", "skipped")
+            # A message waiting for a retry is not remembered: submitting it
+            # again (a re-import) queues it again.
+            if job.outcome in FINAL:
+                self._remember_done(job.msg.id, ok)
+            retrying = retrying or job.outcome == "retry"
             if not job.done.done():
                 job.done.set_result(ok)
-        if ok:
-            self.stats.processed += len(batch)
+            if ok:
+                self.stats.processed += 1
         self._in_flight -= len(batch)
+        if retrying:
+            self._inbox.retry_scheduled()
         self._changed.set()
 
     def _remember_done(self, message_id: str, ok: bool) -> None:
