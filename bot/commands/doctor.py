@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     _guard(report, "sqlite", lambda: _check_sqlite(report))
     _guard(report, "data dir", lambda: _check_paths(report, settings))
     _guard(report, "database", lambda: _check_database(report, settings))
+    _guard(report, "inbox", lambda: _check_inbox(report, settings))
     _guard(report, "embeddings", lambda: _check_embeddings(report, settings, args.offline))
     _guard(report, "llm", lambda: _check_llm(report, settings, args.offline))
     _guard(report, "discord", lambda: _check_discord(report, settings, args.offline))
@@ -312,6 +313,55 @@ def _check_database(report: Report, settings: Any) -> None:
         )
     else:
         report.add("ok", "database", f"{summary}; schema up to date ({len(known)} migrations)")
+
+
+def _check_inbox(report: Report, settings: Any) -> None:
+    """Messages whose processing failed, and facts without a vector."""
+    from memory.embed.local import provider_default_model, resolve_embedding_model
+    from memory.store import messages as store_messages
+    from memory.store import ops as store_ops
+    from memory.store import sqlite
+
+    db: Path = settings.resolved_db_path
+    if not db.exists():
+        return
+    model = None
+    if settings.embedding_provider != "none":
+        model = resolve_embedding_model(
+            None,
+            settings.embedding_default_model,
+            provider_default_model(settings.embedding_provider),
+        )
+    con = sqlite.connect(db, read_only=True)
+    try:
+        try:
+            states = store_messages.state_counts(con)
+            unembedded = store_ops.facts_without_vector(con, model)
+        except sqlite.Error:  # a database older than its first migration
+            return
+    finally:
+        con.close()
+    waiting, failed = states.get("retry", 0), states.get("failed", 0)
+    unfinished = states.get("pending", 0) + states.get("dropped", 0)
+    total = sum(states.values())
+    if waiting or failed:
+        report.add(
+            "warn",
+            "inbox",
+            f"{total} messages: {waiting} wait for a retry of their processing, {failed} failed",
+            "`guildlore retry --list` shows why; `guildlore retry` processes them again now "
+            "(the bot retries the waiting ones on its own)",
+        )
+    else:
+        extra = f" ({unfinished} not processed yet: the bot or the next import finishes them)"
+        report.add("ok", "inbox", f"{total} messages, none failed" + (extra if unfinished else ""))
+    if unembedded:
+        report.add(
+            "warn",
+            "fact vectors",
+            f"{unembedded} active facts have no vector for their guild's model",
+            "`guildlore reindex` embeds them (the bot and `guildlore import` also do at start)",
+        )
 
 
 # -- embeddings ---------------------------------------------------------------------------------

@@ -12,10 +12,21 @@ de-duplicates by id). Messages accepted but not processed when the run ended
 (Ctrl-C twice, a crash) are ``pending`` in the inbox and are replayed by the
 next run — of this command or of the bot.
 
+A message whose extraction failed (an LLM outage: errors, rate limits,
+timeouts, replies that are not the JSON asked for) is not lost: it waits for
+a retry, which the engine makes on its own with a growing back-off, the next
+import makes at once, and the bot makes at start-up. One that cannot be
+processed at all, or that failed ``ingest.retry_max_attempts`` times, is
+``failed`` until ``guildlore retry``. The summary counts both for the
+imported guilds.
+
 A file that cannot be read (truncated, malformed, wrong schema) is reported
 with its byte position; what was read before the error is imported and
 settled, the other files still run, and the exit status is 1.
-Exit status 130 after Ctrl-C/SIGTERM.
+Exit status 3 when every file was read but messages of the imported guilds
+wait for a retry or have failed: the memory is not complete yet (run the
+same import again, or ``guildlore retry``). Exit status 130 after
+Ctrl-C/SIGTERM.
 
 This module reads the files, feeds the engine and waits for it to settle; what
 the run tallies and prints (``ImportReport``, peak memory) lives in
@@ -60,6 +71,7 @@ EMBED_BACKLOG_MAX = 2_000
 # keeps memory bounded whatever the engine holds in flight.
 PROCESS_BACKLOG_MAX = 2_048
 EXIT_INTERRUPTED = 130
+EXIT_INCOMPLETE = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -172,6 +184,10 @@ async def import_files(
             await _read_all(memory, paths, report, stop, progress, default_guild_id, guilds)
             report.interrupted = stop.requested.is_set()
             report.settled = await _settle(memory, stop, progress, settle_timeout)
+            if guilds:
+                counts = await memory.inbox.state_counts(sorted(guilds))
+                report.waiting_retry = counts.get("retry", 0)
+                report.failed = counts.get("failed", 0)
         finally:
             embeddings.defer_messages = deferred_before
         report.ready_seconds = time.monotonic() - started
@@ -411,4 +427,6 @@ async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> i
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    return 1 if report.errors else 0
+    if report.errors:
+        return 1
+    return EXIT_INCOMPLETE if report.waiting_retry or report.failed else 0

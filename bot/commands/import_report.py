@@ -46,6 +46,10 @@ class ImportReport:
     message_vectors: int = 0
     extract_errors: int = 0
     dropped: int = 0
+    # Messages of the imported guilds whose processing failed, at the end:
+    # waiting for a retry, or given up.
+    waiting_retry: int = 0
+    failed: int = 0
     # The whole process's high-water mark, set by the command (None in-process).
     peak_rss_mib: float | None = None
 
@@ -70,6 +74,8 @@ class ImportReport:
             "message_vectors": self.message_vectors,
             "extract_errors": self.extract_errors,
             "dropped": self.dropped,
+            "waiting_retry": self.waiting_retry,
+            "failed": self.failed,
             "errors": list(self.errors),
             "interrupted": self.interrupted,
             "settled": self.settled,
@@ -107,6 +113,16 @@ class ImportReport:
             lines.append(f"  memory     peak RSS {self.peak_rss_mib:,.0f} MiB")
         if self.extract_errors:
             lines.append(f"  warning    {self.extract_errors} extraction calls failed (logged)")
+        if self.waiting_retry:
+            lines.append(
+                f"  warning    {self.waiting_retry} messages wait for a retry of their "
+                "extraction: the bot retries them on its own, the same import retries them now"
+            )
+        if self.failed:
+            lines.append(
+                f"  warning    {self.failed} messages failed: `guildlore retry --list` shows "
+                "why, `guildlore retry` tries them again"
+            )
         if self.dropped:
             lines.append(f"  warning    {self.dropped} messages dropped by the queue (replayed)")
         if not self.settled:
