@@ -343,15 +343,14 @@ async def _settle(
 async def _embed_messages(
     memory: Memory, guild_ids: Sequence[str], stop: StopSignal, progress: Progress | None
 ) -> bool:
-    """Embed the imported guilds' messages that have no vector yet; False if
-    Ctrl-C stopped it first (the rest is found by the next import or reindex)."""
+    """Embed the imported guilds' facts and messages that have no vector yet
+    (facts too: an earlier run killed mid-way leaves some); False if Ctrl-C
+    stopped it first (the rest is found by the next import or reindex)."""
 
     def show(kind: str, n: int) -> None:
-        progress_note(progress, f"embedding messages: {n:,} done")
+        progress_note(progress, f"embedding {kind}: {n:,} done")
 
-    await memory.embeddings.reindex(
-        guild_ids, progress=show, include_facts=False, should_stop=stop.requested.is_set
-    )
+    await memory.embeddings.reindex(guild_ids, progress=show, should_stop=stop.requested.is_set)
     return not stop.requested.is_set()
 
 

@@ -4,7 +4,9 @@ Work arrives as ids (facts changed by a batch, messages processed by a
 batch); the worker embeds them in batches off the event loop and writes the
 vectors in one transaction per batch. ``reindex`` scans for anything without
 a vector for its guild's model — after a crash or a model change — and
-reports progress.
+reports progress. When the worker starts it first embeds the active facts
+that have no vector for their guild's model: a crash loses the ids that were
+still queued, not the facts.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from memory.embed.local import (
 )
 from memory.errors import ConfigError, EmbeddingError
 from memory.models import Fact
+from memory.store import facts as store_facts
 from memory.store import ops as store_ops
 from memory.store import vectors as store_vectors
 from memory.store.db import Database
@@ -170,6 +173,7 @@ class EmbeddingService:
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
         if self.enabled and self._task is None:
+            self._idle.clear()  # settle() waits for the start-up repair too
             self._task = asyncio.create_task(self._run(), name="embedding-worker")
 
     async def stop(self) -> None:
@@ -222,6 +226,14 @@ class EmbeddingService:
         return True
 
     async def _run(self) -> None:
+        try:
+            await self._embed_facts_without_vectors()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the next start, a re-index or an import tries again
+            self._note_error(exc)
+        if not self._pending_facts and not self._pending_messages:
+            self._idle.set()
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -260,6 +272,12 @@ class EmbeddingService:
                 by_guild_m.setdefault(gid, []).append(mid)
             for gid, mids in by_guild_m.items():
                 await self.embed_messages_by_id(gid, mids)
+
+    async def _embed_facts_without_vectors(self) -> None:
+        guild_ids = await self.db.read(store_facts.guilds_with_active_facts)
+        totals = await self.reindex(guild_ids, include_messages=False)
+        if totals["facts"]:
+            log.info("embedded %d facts that had no vector", totals["facts"])
 
     def _note_error(self, exc: BaseException) -> None:
         self.stats.errors += 1
