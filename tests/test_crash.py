@@ -164,6 +164,15 @@ async def test_sigkill_mid_import_then_every_fact_gets_its_vector(
     assert active > 0 and missing > 0, "the kill must leave facts without vectors"
     copy = tmp_path / "copy"
     shutil.copytree(data, copy)
+    doctor = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "bot", "doctor", "--offline", "--data-dir", str(data)],
+        env={**env, "GUILDLORE_EMBEDDING_PROVIDER": "openai"},
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    report = (await asyncio.wait_for(doctor.communicate(), 120))[0].decode()
+    assert f"warn  fact vectors: {missing} active facts have no vector" in report, report
+    assert "guildlore reindex" in report
 
     fast, url = await _fake_server()
     try:
