@@ -184,10 +184,6 @@ async def import_files(
             await _read_all(memory, paths, report, stop, progress, default_guild_id, guilds)
             report.interrupted = stop.requested.is_set()
             report.settled = await _settle(memory, stop, progress, settle_timeout)
-            if guilds:
-                counts = await memory.inbox.state_counts(sorted(guilds))
-                report.waiting_retry = counts.get("retry", 0)
-                report.failed = counts.get("failed", 0)
         finally:
             embeddings.defer_messages = deferred_before
         report.ready_seconds = time.monotonic() - started
@@ -200,9 +196,15 @@ async def import_files(
             report.message_vectors_pending = True
     finally:
         embeddings.low_priority = niced_before
+    if guilds:
+        # At the very end: the engine keeps retrying while the vectors are made.
+        counts = await memory.inbox.state_counts(sorted(guilds))
+        report.waiting_retry = counts.get("retry", 0)
+        report.failed = counts.get("failed", 0)
     report.seconds = time.monotonic() - started
     after = memory.counters()
     for name, key in (
+        ("extract_calls", "extract_calls"),
         ("facts_added", "facts_added"),
         ("facts_updated", "facts_updated"),
         ("extract_errors", "extract_errors"),

@@ -44,6 +44,7 @@ class ImportReport:
     facts_updated: int = 0
     fact_vectors: int = 0
     message_vectors: int = 0
+    extract_calls: int = 0
     extract_errors: int = 0
     dropped: int = 0
     # Messages of the imported guilds whose processing failed, at the end:
@@ -72,6 +73,7 @@ class ImportReport:
             "facts_updated": self.facts_updated,
             "fact_vectors": self.fact_vectors,
             "message_vectors": self.message_vectors,
+            "extract_calls": self.extract_calls,
             "extract_errors": self.extract_errors,
             "dropped": self.dropped,
             "waiting_retry": self.waiting_retry,
@@ -112,7 +114,10 @@ class ImportReport:
         if self.peak_rss_mib is not None:
             lines.append(f"  memory     peak RSS {self.peak_rss_mib:,.0f} MiB")
         if self.extract_errors:
-            lines.append(f"  warning    {self.extract_errors} extraction calls failed (logged)")
+            lines.append(
+                f"  warning    {self.extract_errors} of {self.extract_calls} extraction calls "
+                "failed (logged)"
+            )
         if self.waiting_retry:
             lines.append(
                 f"  warning    {self.waiting_retry} messages wait for a retry of their "
