@@ -26,6 +26,11 @@ proceed: no deadlock, whatever the channels and authors.
 Queued jobs sit in one FIFO (for drop-oldest) and in a FIFO per channel (for
 batching); taken jobs are removed lazily, so taking a batch costs about the
 batch, not the queue.
+
+A job's future resolves True once its message is processed (``done`` or
+``skipped``), False when it was dropped, failed, or waits for a retry (see
+``memory.ingest.inbox``). A batch that fails as a whole is handed to the
+inbox, which logs it and lets its messages wait for a retry.
 """
 
 from __future__ import annotations
