@@ -45,7 +45,6 @@ if str(ROOT) not in sys.path:  # run as a script: make the project importable
 
 from bench._common import loadavg, print_table, write_json  # noqa: E402
 from memory.embed.local import OPENAI_DEFAULT_MODEL  # noqa: E402
-from memory.store import messages as store_messages  # noqa: E402
 from memory.store import ops as store_ops  # noqa: E402
 from memory.store import sqlite  # noqa: E402
 
@@ -110,7 +109,10 @@ def inspect(data: Path) -> dict[str, Any]:
             for r in con.execute("SELECT guild_id, subject, fact FROM memory_facts")
         }
         active = con.execute("SELECT count(*) FROM memory_facts WHERE is_active = 1").fetchone()[0]
-        states = store_messages.state_counts(con)
+        states = {
+            r[0]: int(r[1])
+            for r in con.execute("SELECT state, count(*) FROM messages GROUP BY state")
+        }
         unembedded = store_ops.facts_without_vector(con, OPENAI_DEFAULT_MODEL)
     finally:
         con.close()

@@ -126,7 +126,7 @@ def test_an_outage_leaves_the_import_incomplete_and_the_same_import_finishes_it(
     # doctor shows them, with the way out.
     capsys.readouterr()
     code, out = _cli("doctor", "--offline", "--data-dir", str(data))
-    assert "warn  inbox" in out and "4 wait for a retry" in out and "guildlore retry" in out
+    assert "warn  inbox: 4 messages wait for a retry" in out and "guildlore retry" in out
     code, listing = _cli("retry", "--list", "--data-dir", str(data))
     assert code == 3 and listing.count("reason: extraction failed") == 4
 
@@ -143,7 +143,7 @@ def test_an_outage_leaves_the_import_incomplete_and_the_same_import_finishes_it(
         if t != "ok"
     )
     code, out = _cli("doctor", "--offline", "--data-dir", str(data))
-    assert "ok    inbox" in out and "none failed" in out
+    assert "ok    inbox: no message failed" in out
 
 
 def test_retry_brings_back_messages_that_gave_up(

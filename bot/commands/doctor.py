@@ -335,7 +335,7 @@ def _check_inbox(report: Report, settings: Any) -> None:
     con = sqlite.connect(db, read_only=True)
     try:
         try:
-            states = store_messages.state_counts(con)
+            states = store_messages.unfinished_counts(con)
             unembedded = store_ops.facts_without_vector(con, model)
         except sqlite.Error:  # a database older than its first migration
             return
@@ -343,18 +343,17 @@ def _check_inbox(report: Report, settings: Any) -> None:
         con.close()
     waiting, failed = states.get("retry", 0), states.get("failed", 0)
     unfinished = states.get("pending", 0) + states.get("dropped", 0)
-    total = sum(states.values())
     if waiting or failed:
         report.add(
             "warn",
             "inbox",
-            f"{total} messages: {waiting} wait for a retry of their processing, {failed} failed",
+            f"{waiting} messages wait for a retry of their processing, {failed} failed",
             "`guildlore retry --list` shows why; `guildlore retry` processes them again now "
             "(the bot retries the waiting ones on its own)",
         )
     else:
         extra = f" ({unfinished} not processed yet: the bot or the next import finishes them)"
-        report.add("ok", "inbox", f"{total} messages, none failed" + (extra if unfinished else ""))
+        report.add("ok", "inbox", "no message failed" + (extra if unfinished else ""))
     if unembedded:
         report.add(
             "warn",

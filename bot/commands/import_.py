@@ -198,7 +198,7 @@ async def import_files(
         embeddings.low_priority = niced_before
     if guilds:
         # At the very end: the engine keeps retrying while the vectors are made.
-        counts = await memory.inbox.state_counts(sorted(guilds))
+        counts = await memory.inbox.unfinished_counts(sorted(guilds))
         report.waiting_retry = counts.get("retry", 0)
         report.failed = counts.get("failed", 0)
     report.seconds = time.monotonic() - started

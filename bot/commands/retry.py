@@ -73,11 +73,11 @@ async def _main(args: argparse.Namespace, settings: Any) -> int:
             rows = await inbox.failures(args.guild, limit=LIST_LIMIT)
             _print_list(rows, args.json)
             return EXIT_INCOMPLETE if rows else 0
-        before = _problems(await inbox.state_counts(guilds))
+        before = _problems(await inbox.unfinished_counts(guilds))
         requeued = await inbox.retry_failed(args.guild)
         queued = await inbox.retry_now()
         await memory.settle(timeout=24 * 3600)
-        after = await inbox.state_counts(guilds)
+        after = await inbox.unfinished_counts(guilds)
     left = _problems(after)
     result = {
         "failed_before": before["failed"],

@@ -158,9 +158,10 @@ class Inbox:
         """Messages waiting for a retry or given up, oldest first, with the reason."""
         return list(await self.db.read(store_messages.failed_messages, guild_id, states, limit))
 
-    async def state_counts(self, guild_ids: Sequence[str] | None = None) -> dict[str, int]:
-        """Messages per processing state (of ``guild_ids``, or all)."""
-        return dict(await self.db.read(store_messages.state_counts, guild_ids))
+    async def unfinished_counts(self, guild_ids: Sequence[str] | None = None) -> dict[str, int]:
+        """Messages (of ``guild_ids``, or all) per state that is not final-and-fine:
+        pending, dropped, retry, failed."""
+        return dict(await self.db.read(store_messages.unfinished_counts, guild_ids))
 
     # -- replay ------------------------------------------------------------------------
     async def replay(self, states: Sequence[str] = UNFINISHED) -> int:
