@@ -54,7 +54,7 @@ LLM_TIMEOUT_S = 1.0
 FAULT_TIMEOUT_S = 2.0  # a timeout fault outlasts the client's timeout
 # Shorter than the default (30 s), so the running import retries some
 # messages itself; those failing in its last seconds are left to the re-import.
-RETRY_BASE_S = 10.0
+RETRY_BASE_S = 2.0
 
 
 @contextlib.contextmanager
@@ -74,7 +74,7 @@ def fake_server(*flags: str) -> Iterator[str]:
 
 
 def guildlore(
-    command: str, data: Path, url: str, *args: str, llm_retries: int
+    command: str, data: Path, url: str, *args: str, llm_retries: int, retry_base_s: float
 ) -> tuple[int, dict[str, Any], float]:
     env = {
         **os.environ,
@@ -83,7 +83,7 @@ def guildlore(
         "OPENAI_BASE_URL": url,
         "GUILDLORE_LLM_TIMEOUT_S": str(LLM_TIMEOUT_S),
         "GUILDLORE_LLM_MAX_RETRIES": str(llm_retries),
-        "GUILDLORE_INGEST_RETRY_BASE_S": str(RETRY_BASE_S),
+        "GUILDLORE_INGEST_RETRY_BASE_S": str(retry_base_s),
     }
     started = time.perf_counter()
     run = subprocess.run(
@@ -143,6 +143,9 @@ def main() -> int:
     parser.add_argument("--fault-rate", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--llm-retries", type=int, default=1, help="the client's own retries")
+    parser.add_argument(
+        "--retry-base", type=float, default=RETRY_BASE_S, help="engine back-off, first wait (s)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     export = args.export or (DEFAULT_EXPORT if DEFAULT_EXPORT.exists() else SAMPLE)
@@ -153,22 +156,39 @@ def main() -> int:
 
     with fake_server() as url:
         code_h, healthy, took_h = guildlore(
-            "import", work / "healthy", url, str(source), llm_retries=retries
+            "import",
+            work / "healthy",
+            url,
+            str(source),
+            llm_retries=retries,
+            retry_base_s=args.retry_base,
         )
     flags = ["--fault-rate", str(args.fault_rate), "--fault-seed", str(args.seed)]
     flags += ["--fault-timeout", str(FAULT_TIMEOUT_S)]
     with fake_server(*flags) as url:
         code_f, faulty, took_f = guildlore(
-            "import", work / "faulty", url, str(source), llm_retries=retries
+            "import",
+            work / "faulty",
+            url,
+            str(source),
+            llm_retries=retries,
+            retry_base_s=args.retry_base,
         )
     after_faults = inspect(work / "faulty")
     retry_run: dict[str, Any] | None = None
     with fake_server() as url:
         code_r, recovered, took_r = guildlore(
-            "import", work / "faulty", url, str(source), llm_retries=retries
+            "import",
+            work / "faulty",
+            url,
+            str(source),
+            llm_retries=retries,
+            retry_base_s=args.retry_base,
         )
         if recovered["failed"]:
-            code_r, retry_run, took = guildlore("retry", work / "faulty", url, llm_retries=retries)
+            code_r, retry_run, took = guildlore(
+                "retry", work / "faulty", url, llm_retries=retries, retry_base_s=args.retry_base
+            )
             took_r += took
 
     ref = inspect(work / "healthy")
@@ -219,7 +239,7 @@ def main() -> int:
         "seed": args.seed,
         "llm_client_retries": retries,
         "llm_timeout_s": LLM_TIMEOUT_S,
-        "retry_base_s": RETRY_BASE_S,
+        "retry_base_s": args.retry_base,
         "runs": {
             k: {
                 "exit_status": codes[k],
