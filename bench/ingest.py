@@ -33,10 +33,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
-import re
 import sys
 import tempfile
 import threading
@@ -62,7 +60,7 @@ from memory.engine import Memory
 from memory.extract.llm import LLMExtractor
 from memory.extract.rules.extractor import RuleExtractor
 from memory.models import IncomingMessage
-from tests.fakeopenai import FakeOpenAI
+from tests.fakeopenai import FakeOpenAI, echo_facts_reply
 
 GUILD = "900000000000000001"
 CHANNELS = [str(910000000000000000 + i) for i in range(4)]
@@ -117,7 +115,7 @@ class FakeServerThread:
         self.loop = asyncio.new_event_loop()
         self.fake = FakeOpenAI()
         self.fake.latency_s = latency_s
-        self.fake.chat_handler = _echo_facts
+        self.fake.chat_handler = echo_facts_reply
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     def __enter__(self) -> FakeOpenAI:
@@ -129,40 +127,6 @@ class FakeServerThread:
         asyncio.run_coroutine_threadsafe(self.fake.close(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5)
-
-
-_BATCH_HEAD = re.compile(r"^Message (\d+) \(author: (.*)\):$")
-_BLOCK = re.compile(r"<<<\n(.*?)\n>>>", re.DOTALL)
-
-
-def _echo_facts(body: dict[str, Any]) -> str:
-    """One grounded fact per message, as a real model might give, in the shape
-    the extractor asked for (the batch schema, or the single-message one)."""
-    user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
-
-    def fact(author: str, text: str) -> list[dict[str, Any]]:
-        words = text.split()[:8]
-        if len(words) < 3:
-            return []
-        said = " ".join(words).rstrip(".!?,;:")
-        return [
-            {"fact": f"{author} said {said}.", "type": "other", "confidence": 0.6, "evidence": None}
-        ]
-
-    if user.startswith("Author: "):  # one message
-        author = user.split("\n", 1)[0][len("Author: ") :]
-        block = _BLOCK.search(user)
-        return json.dumps({"facts": fact(author, block.group(1) if block else "")})
-    results = []
-    for part in user.split("\n\n"):
-        head, _, rest = part.partition("\n")
-        m = _BATCH_HEAD.match(head)
-        block = _BLOCK.search(rest)
-        if m and block:
-            facts = fact(m.group(2), block.group(1))
-            if facts:
-                results.append({"index": int(m.group(1)), "facts": facts})
-    return json.dumps({"results": results})
 
 
 def _message(i: int, author: str, text: str, channel: str) -> IncomingMessage:

@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "forget": "Erase everything remembered about a member of a guild.",
     "snapshot": "Regenerate and print MEMORY.md.",
     "reindex": "Embed every fact and message that has no vector for its guild's model.",
+    "retry": "Process again the messages whose processing failed (--list: show why).",
     "bench": "Run a benchmark (locomo).",
     "doctor": "Check the installation and configuration, and explain what is wrong.",
 }

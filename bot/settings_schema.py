@@ -155,6 +155,16 @@ class Settings(BaseModel):
         5.0, "Seconds shutdown waits for the queue to drain (the rest is replayed).", ge=0.1
     )
     ingest_bot_messages: bool = setting(True, "Ingest messages of other bots.")
+    ingest_retry_max_attempts: int = setting(
+        6,
+        "Failed processing attempts (an LLM outage, a failed batch) before a message is "
+        "marked failed; `guildlore retry` tries failed ones again.",
+        ge=1,
+        le=50,
+    )
+    ingest_retry_base_s: float = setting(
+        30.0, "Seconds before the first retry of a failed message (doubling, up to 1 h).", gt=0
+    )
 
     # -- snapshot -------------------------------------------------------------
     snapshot_max_bytes: int = setting(16_384, "Size bound of MEMORY.md.", ge=1024)
@@ -299,6 +309,8 @@ class Settings(BaseModel):
                 workers=self.ingest_workers,
                 drain_timeout_s=self.ingest_drain_timeout_s,
                 ingest_bot_messages=self.ingest_bot_messages,
+                retry_max_attempts=self.ingest_retry_max_attempts,
+                retry_base_s=self.ingest_retry_base_s,
             ),
             snapshot=SnapshotConfig(
                 max_bytes=self.snapshot_max_bytes, interval_s=self.snapshot_interval_s

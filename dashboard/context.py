@@ -299,6 +299,8 @@ async def health_context(request: web.Request) -> dict[str, Any]:
             "total": h.get("messages"),
             "fts_rows": h.get("messages_fts_rows"),
             "states": h.get("message_states", {}),
+            "waiting_retry": h.get("messages_retry", 0),
+            "failed": h.get("messages_failed", 0),
         },
         "vectors": h.get("vectors", {}),
         "embedding_model": h.get("embedding_model"),

@@ -37,6 +37,16 @@ _COUNTERS: dict[str, tuple[str, str, str]] = {
         "Candidates the guards refused.",
     ),
     "journal_errors": ("journal_errors_total", "counter", "Journal write failures."),
+    "ingest_retries_scheduled": (
+        "ingest_retries_scheduled_total",
+        "counter",
+        "Failed processing attempts that wait for a retry.",
+    ),
+    "ingest_failed": (
+        "ingest_failed_total",
+        "counter",
+        "Messages marked failed (given up, or unprocessable).",
+    ),
     "embedding_calls": ("embedding_calls_total", "counter", "Embedding calls."),
     "embedding_errors": ("embedding_errors_total", "counter", "Embedding failures."),
     "embedding_backlog": ("embedding_backlog", "gauge", "Facts and messages awaiting vectors."),

@@ -21,6 +21,7 @@ from memory.diagnostics import (
     check_local_model,
     database_status,
     embedding_dims,
+    inbox_status,
     list_models,
 )
 from memory.embed.base import provider_default_model
@@ -83,6 +84,7 @@ __all__ = [
     "check_local_model",
     "compose_reply",
     "database_status",
+    "inbox_status",
     "embedding_dims",
     "import_files",
     "import_messages",

@@ -24,6 +24,15 @@ class IngestConfig:
     ingest_bot_messages: bool = True
     message_max_chars: int = 2000
     persist_batch_max: int = 256  # group commit size for the durable inbox
+    # A message whose processing failed (the extraction call, or its batch) is
+    # tried again after retry_base_s, doubling each time up to
+    # retry_max_delay_s; the retry_max_attempts-th failure marks it failed.
+    retry_max_attempts: int = 6
+    retry_base_s: float = 30.0
+    retry_max_delay_s: float = 3600.0
+    # Longest sleep of the retry loop between looks at the table (it also
+    # wakes when a retry is scheduled in this process).
+    retry_poll_s: float = 60.0
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memory.config import LLMConfig
+from memory.embed.base import provider_default_model, resolve_embedding_model
 from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
 from memory.llm import make_openai_client
-from memory.store import ops, sqlite
+from memory.store import messages, ops, sqlite
 from memory.store.migrations import MIGRATIONS, recorded
 
 
@@ -50,6 +51,38 @@ def database_status(path: Path) -> DatabaseStatus | None:
         messages=counts[0] if counts else None,
         facts=counts[1] if counts else None,
     )
+
+
+@dataclass(frozen=True)
+class InboxStatus:
+    """Messages by unfinished state (``retry``, ``failed``, ``pending``, ``dropped``)
+    and active facts without a vector for the default embedding model."""
+
+    states: dict[str, int]
+    facts_without_vector: int
+
+
+def inbox_status(path: Path, provider: str, default_model: str | None) -> InboxStatus | None:
+    """What is waiting or failed in the database at ``path`` (read-only); None when
+    there is no file yet or its tables do not exist. ``provider`` and
+    ``default_model``: the embedding settings, to count facts without a vector."""
+    if not path.exists():
+        return None
+    model = None
+    if provider != "none":
+        model = resolve_embedding_model(None, default_model, provider_default_model(provider))
+    con = sqlite.connect(path, read_only=True)
+    try:
+        if MIGRATIONS[0][0] not in set(recorded(con)):
+            return None
+        try:
+            states = messages.unfinished_counts(con)
+            missing = ops.facts_without_vector(con, model)
+        except sqlite.Error:  # a database from before the retry columns: not migrated yet
+            return None
+    finally:
+        con.close()
+    return InboxStatus(states=dict(states), facts_without_vector=int(missing))
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,10 @@ from memory.embed.service import EmbeddingService
 from memory.errors import InvalidInput
 from memory.extract.base import Extractor
 from memory.extract.guards import normalise_lore_line
+from memory.guild_settings import GuildSettingsCache
+from memory.ingest.inbox import Inbox
 from memory.ingest.pipeline import BatchProcessor
-from memory.ingest.queue import IngestQueue, Job
+from memory.ingest.queue import IngestQueue
 from memory.ingest.validate import validate_message
 from memory.journal import Journal, JournalDay, JournalEntry
 from memory.models import (
@@ -79,27 +81,23 @@ class Memory:
             env_default=env_embedding_model,
             embedder=embedder,
         )
-        self.guilds = GuildOps(self.db, self.embeddings, clock)
+        self.guilds = GuildOps(self.db, self.embeddings, clock, GuildSettingsCache(self.db))
+        self._snapshot_file = SnapshotFile(
+            self.db, self.journal, config.snapshot, config.journal_dir / SNAPSHOT_NAME, clock
+        )
+        self.snapshot = SnapshotRefresher(self._snapshot_file.write, config.snapshot.debounce_s)
         self.pipeline = BatchProcessor(
             db=self.db,
             journal=self.journal,
             extractor=extractor,
             cfg=config.ingest,
             clock=clock,
-            on_facts_changed=self.embeddings.schedule_facts,
-            on_memory_changed=self._memory_changed,
-            guild_settings=self.guilds.settings,
+            embeddings=self.embeddings,
+            settings=self.guilds.settings_cache,
+            on_memory_changed=self.snapshot.request,
         )
-        self.queue = IngestQueue(
-            config.ingest,
-            persist=self._persist,
-            process=self._process,
-            on_drop=self._on_drop,
-        )
-        self._snapshot_file = SnapshotFile(
-            self.db, self.journal, config.snapshot, config.journal_dir / SNAPSHOT_NAME, clock
-        )
-        self.snapshot = SnapshotRefresher(self._snapshot_file.write, config.snapshot.debounce_s)
+        self.inbox = Inbox(self.db, config.ingest, clock)
+        self.queue = IngestQueue(config.ingest, inbox=self.inbox, process=self.pipeline)
         self.rejected: dict[str, int] = {}
         self._search_stats = SearchStats()
         self.facts = FactOps(self.db, self.embeddings, self.snapshot, clock)
@@ -117,12 +115,6 @@ class Memory:
             rejected=self.rejected,
         )
         self._retriever: Any = None
-        self._replay_task: asyncio.Task[None] | None = None
-        # Overflow catch-up has its own task and a "more drops" flag: a drop
-        # marked while the start-up replay or an earlier catch-up is reading
-        # must still be picked up (CI once lost two dropped rows that way).
-        self._catch_up_task: asyncio.Task[None] | None = None
-        self._drops_pending = False
         self._started = False
         self._ingesting = False
 
@@ -172,7 +164,7 @@ class Memory:
         if ingest:
             self.queue.start()
             self.embeddings.start()
-            self._replay_task = asyncio.create_task(self._replay(), name="ingest-replay")
+            self.inbox.start(self.queue)
             self.snapshot.request()
 
     async def close(self, drain_timeout: float | None = None) -> None:
@@ -193,11 +185,7 @@ class Memory:
 
     async def _stop_ingest(self, drain_timeout: float | None) -> None:
         self.queue.accepting = False
-        for task in (self._replay_task, self._catch_up_task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await self.inbox.stop()
         timeout = self.config.ingest.drain_timeout_s if drain_timeout is None else drain_timeout
         drained = await self.queue.drain(timeout)
         if not drained:
@@ -259,72 +247,6 @@ class Memory:
             store_messages.get_message, guild_id, message_id
         )
         return result
-
-    async def _persist(self, msgs: Sequence[IncomingMessage]) -> list[tuple[bool, str | None]]:
-        now = iso(self.clock())
-
-        def work(con: Any) -> list[tuple[bool, str | None]]:
-            new = store_messages.insert_messages(con, msgs, now)
-            old_ids = [m.id for m, n in zip(msgs, new, strict=True) if not n]
-            states = store_messages.message_states(con, old_ids) if old_ids else {}
-            return [
-                (True, "pending") if n else (False, states.get(m.id, ("done", True))[0])
-                for m, n in zip(msgs, new, strict=True)
-            ]
-
-        return await self.db.write(work, urgent=True)
-
-    async def _process(self, jobs: Sequence[Job]) -> None:
-        await self.pipeline(jobs)
-        self.embeddings.schedule_messages([(j.msg.id, j.msg.guild_id or "") for j in jobs])
-
-    async def _on_drop(self, job: Job) -> None:
-        now = iso(self.clock())
-
-        def work(con: Any) -> None:
-            store_messages.mark_messages(con, [job.msg.id], "dropped", now, "ingest queue overflow")
-            store_ops.log_action(
-                con,
-                "bot_error",
-                f"memory_ingest_queue_overflow: dropped message {job.msg.id}",
-                now,
-                guild_id=job.msg.guild_id,
-                detail={"message_id": job.msg.id, "error": "memory_ingest_queue_overflow"},
-            )
-
-        await self.db.write(work)
-        # Overflow sheds load, not memory: once the burst passes, dropped rows are queued again.
-        self._drops_pending = True
-        if self._catch_up_task is None or self._catch_up_task.done():
-            self._catch_up_task = asyncio.create_task(self._catch_up(), name="ingest-catch-up")
-
-    async def _catch_up(self) -> None:
-        # The flag is cleared before each pass reads, so a drop marked during
-        # the pass (after its read went by that row) forces one more pass.
-        while self._drops_pending and self.queue.accepting:
-            await self.queue.wait_depth_at_most(self.config.ingest.queue_capacity // 2)
-            self._drops_pending = False
-            await self._replay()
-
-    async def _replay(self) -> None:
-        """Process messages an earlier run (or an overflow) left unfinished."""
-        after = 0
-        total = 0
-        while self.queue.accepting:
-            rows = await self.db.read(store_messages.unfinished_messages, 200, after)
-            if not rows:
-                break
-            for seq, m in rows:
-                after = seq
-                if self.queue.known_future(m.id) is not None:
-                    continue
-                await self.queue.enqueue_replay(_incoming(m))
-                total += 1
-        if total:
-            log.info("replayed %d unfinished messages", total)
-
-    def _memory_changed(self) -> None:
-        self.snapshot.request()
 
     # -- lore and forget ---------------------------------------------------------------------
     async def remember_line(
@@ -486,18 +408,3 @@ class Memory:
         """The message lines of one day (``YYYY-MM-DD``; InvalidInput otherwise);
         None when that day has no journal."""
         return await asyncio.to_thread(self.journal.entries_of_day, day)
-
-
-def _incoming(m: StoredMessage) -> IncomingMessage:
-    return IncomingMessage(
-        id=m.id,
-        guild_id=m.guild_id,
-        channel_id=m.channel_id,
-        author_id=m.author_id,
-        author_name=m.author_name,
-        content=m.content,
-        created_at=m.created_at,
-        source=m.source,  # type: ignore[arg-type]
-        is_bot=m.is_bot,
-        reply_to_id=m.reply_to_id,
-    )

@@ -9,6 +9,8 @@ from typing import Any
 
 from memory.errors import InvalidInput
 from memory.ingest.validate import ID_RE
+from memory.store import ops as store_ops
+from memory.store.db import Database
 
 REPLY_MODES = ("mention", "mention_or_reply", "off")
 
@@ -101,3 +103,24 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
         ),
         ingest_bots=flag("ingest_bots", True),
     )
+
+
+class GuildSettingsCache:
+    """Resolved settings per guild, read from the database once and dropped
+    on every change: a setting applies from the next event without a read per
+    event. The engine (ingest checks, operator edits) and the pipeline (the
+    guild's extraction model) share one."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._resolved: dict[str, GuildSettings] = {}
+
+    async def get(self, guild_id: str) -> GuildSettings:
+        found = self._resolved.get(guild_id)
+        if found is None:
+            found = resolve(await self._db.read(store_ops.get_guild_settings, guild_id))
+            self._resolved[guild_id] = found
+        return found
+
+    def invalidate(self, guild_id: str) -> None:
+        self._resolved.pop(guild_id, None)

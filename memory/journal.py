@@ -199,39 +199,72 @@ class Journal:
         content: str,
     ) -> JournalLine:
         """Append one message line to the file of its day (imports land on their own day)."""
+        line = self._line(msg_time_iso, author_name, author_id, guild_id, channel_id, content)
+        with self._lock:
+            self._write(line)
+        return line
+
+    def append_once(
+        self,
+        msg_time_iso: str,
+        author_name: str,
+        author_id: str,
+        guild_id: str,
+        channel_id: str,
+        content: str,
+    ) -> bool:
+        """Append the line unless exactly this line is already in its day's file;
+        True if it was written now. For a message an earlier run accepted: that
+        run may have died between writing the line and recording it."""
+        line = self._line(msg_time_iso, author_name, author_id, guild_id, channel_id, content)
+        with self._lock:
+            if self._contains(line):
+                return False
+            self._write(line)
+        return True
+
+    def _line(
+        self,
+        msg_time_iso: str,
+        author_name: str,
+        author_id: str,
+        guild_id: str,
+        channel_id: str,
+        content: str,
+    ) -> JournalLine:
         day = self.day_of(msg_time_iso)
         text = format_line(msg_time_iso, author_name, author_id, guild_id, channel_id, content)
-        path = self.path_for(day)
-        with self._lock:
-            self.root.mkdir(parents=True, exist_ok=True)
-            # Opened per line rather than kept open: redact_user swaps the file
-            # with os.replace, and a cached handle would keep writing to the
-            # old, unlinked inode.
-            with open(path, "a+b") as f:
-                size = os.fstat(f.fileno()).st_size
-                prefix = b""
-                if size == 0:
-                    prefix = self.header(day).encode("utf-8")
-                else:
-                    f.seek(size - 1)
-                    if f.read(1) != b"\n":
-                        # A previous process died mid-line; start a fresh line
-                        # so this one stays parseable.
-                        prefix = b"\n"
-                # One write call per line, flushed to the OS: a SIGKILL right
-                # after append returns cannot lose it (fsync only matters for
-                # power loss, and SQLite holds the message anyway).
-                f.write(prefix + text.encode("utf-8") + b"\n")
-                f.flush()
-        return JournalLine(day=day, path=path, text=text)
+        return JournalLine(day=day, path=self.path_for(day), text=text)
 
-    def contains(self, line: JournalLine) -> bool:
-        """Whether exactly this line is already in its day's file (replay after a crash)."""
-        with self._lock:
-            try:
-                data = line.path.read_text(encoding="utf-8", errors="replace")
-            except FileNotFoundError:
-                return False
+    def _write(self, line: JournalLine) -> None:
+        """Append ``line``; the caller holds the lock."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        # Opened per line rather than kept open: redact_user swaps the file
+        # with os.replace, and a cached handle would keep writing to the
+        # old, unlinked inode.
+        with open(line.path, "a+b") as f:
+            size = os.fstat(f.fileno()).st_size
+            prefix = b""
+            if size == 0:
+                prefix = self.header(line.day).encode("utf-8")
+            else:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    # A previous process died mid-line; start a fresh line
+                    # so this one stays parseable.
+                    prefix = b"\n"
+            # One write call per line, flushed to the OS: a SIGKILL right
+            # after append returns cannot lose it (fsync only matters for
+            # power loss, and SQLite holds the message anyway).
+            f.write(prefix + line.text.encode("utf-8") + b"\n")
+            f.flush()
+
+    @staticmethod
+    def _contains(line: JournalLine) -> bool:
+        try:
+            data = line.path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return False
         # Newest lines are at the end, and a replay concerns recent lines.
         return any(existing == line.text for existing in reversed(data.splitlines()))
 

@@ -49,6 +49,37 @@ class StoredMessage:
     state: str
     reply_to_id: str | None = None
 
+    def to_incoming(self) -> IncomingMessage:
+        """The message as an adapter handed it in (for processing it again)."""
+        return IncomingMessage(
+            id=self.id,
+            guild_id=self.guild_id,
+            channel_id=self.channel_id,
+            author_id=self.author_id,
+            author_name=self.author_name,
+            content=self.content,
+            created_at=self.created_at,
+            source=self.source,  # type: ignore[arg-type]  # the table's CHECK keeps it one
+            is_bot=self.is_bot,
+            reply_to_id=self.reply_to_id,
+        )
+
+
+@dataclass(frozen=True)
+class FailedMessage:
+    """A message whose processing failed: waiting for a retry, or given up."""
+
+    id: str
+    guild_id: str
+    channel_id: str
+    author_name: str
+    created_at: str
+    content: str
+    state: str  # "retry" | "failed"
+    reason: str | None
+    attempts: int  # failed attempts so far
+    retry_at: str | None  # when the next attempt is due ("retry" only)
+
 
 @dataclass(frozen=True)
 class Candidate:

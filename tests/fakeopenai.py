@@ -12,7 +12,9 @@ Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings``,
 ``POST /v1/audio/transcriptions`` and ``GET /v1/models``.
 
 Order of answers for chat (and likewise transcriptions):
-``fail_next`` faults → scripted replies (FIFO) → ``chat_handler`` → default.
+``fail_next`` faults → a random fault (chat only, with probability
+``fault_rate``, drawn from ``random_faults`` by a seeded generator) → scripted
+replies (FIFO) → ``chat_handler`` → default.
 Every request is recorded *before* any fault is applied, so tests can count
 attempts (e.g. client retries).
 
@@ -27,13 +29,18 @@ share words get a positive cosine, which makes retrieval tests meaningful.
 ``embedding_mode = "text"`` seeds one vector from the whole text instead
 (unrelated texts are then near-orthogonal).
 
-Run it as a separate process (benchmarks)::
+``echo_facts_reply`` answers an extraction request the way a model might:
+one grounded fact per message of three words or more.
+
+Run it as a separate process (benchmarks, CLI tests)::
 
     python -m tests.fakeopenai --port 8011 --latency 0.05 --script script.json
+    python -m tests.fakeopenai --echo-facts --fault-rate 0.3 --fault-seed 7
 
 The script file is ``{"chat": [...], "transcriptions": [...]}``; each entry
 is a reply string or a fault object such as ``{"fault": "status", "code": 429}``,
-``{"fault": "timeout", "seconds": 5}`` or ``{"fault": "malformed"}``.
+``{"fault": "timeout", "seconds": 5}``, ``{"fault": "malformed"}`` or
+``{"fault": "garbage", "text": "Sorry!"}``.
 The process prints its base URL on the first stdout line once it listens.
 """
 
@@ -45,10 +52,12 @@ import base64
 import hashlib
 import inspect
 import json
+import random
+import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -79,7 +88,7 @@ _ERROR_TYPES = {
 class Fault:
     """An injectable failure for the next matching call."""
 
-    kind: Literal["status", "timeout", "malformed"]
+    kind: Literal["status", "timeout", "malformed", "garbage"]
     code: int = 500
     body: str | None = None
     seconds: float = 0.0
@@ -101,6 +110,11 @@ class Fault:
         return Fault(kind="malformed", text=text)
 
     @staticmethod
+    def garbage(text: str = "Sorry, I cannot help with that.") -> Fault:
+        """Answer a well-formed completion whose content is ``text`` (not the JSON asked for)."""
+        return Fault(kind="garbage", text=text)
+
+    @staticmethod
     def from_json(obj: dict[str, Any]) -> Fault:
         kind = obj.get("fault")
         if kind == "status":
@@ -109,6 +123,8 @@ class Fault:
             return Fault.timeout(float(obj.get("seconds", 30.0)))
         if kind == "malformed":
             return Fault.malformed(str(obj.get("text", "{not json")))
+        if kind == "garbage":
+            return Fault.garbage(str(obj.get("text", "Sorry, I cannot help with that.")))
         raise ValueError(f"unknown fault {obj!r}")
 
 
@@ -140,6 +156,41 @@ def fake_embedding(text: str, dims: int = DEFAULT_DIMENSIONS, mode: str = "token
         norm = float(np.linalg.norm(vec))
         vec = vec / norm if norm > 0 else _seeded_unit("text:" + text, dims)
     return [float(x) for x in vec.astype(np.float32)]
+
+
+_BATCH_HEAD = re.compile(r"^Message (\d+) \(author: (.*)\):$")
+_BLOCK = re.compile(r"<<<\n(.*?)\n>>>", re.DOTALL)
+
+
+def echo_facts_reply(body: dict[str, Any]) -> str:
+    """One grounded fact per message of three words or more ("<author> said
+    <its first words>."), in the shape the extractor asked for: the batch
+    schema or the single-message one."""
+    user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
+
+    def fact(author: str, text: str) -> list[dict[str, Any]]:
+        words = text.split()[:8]
+        if len(words) < 3:
+            return []
+        said = " ".join(words).rstrip(".!?,;:")
+        return [
+            {"fact": f"{author} said {said}.", "type": "other", "confidence": 0.6, "evidence": None}
+        ]
+
+    if user.startswith("Author: "):  # one message
+        author = user.split("\n", 1)[0][len("Author: ") :]
+        block = _BLOCK.search(user)
+        return json.dumps({"facts": fact(author, block.group(1) if block else "")})
+    results = []
+    for part in user.split("\n\n"):
+        head, _, rest = part.partition("\n")
+        m = _BATCH_HEAD.match(head)
+        block = _BLOCK.search(rest)
+        if m and block:
+            facts = fact(m.group(2), block.group(1))
+            if facts:
+                results.append({"index": int(m.group(1)), "facts": facts})
+    return json.dumps({"results": results})
 
 
 def _json_error(status: int, message: str, *, code: str | None = None) -> web.Response:
@@ -277,7 +328,20 @@ class FakeOpenAI:
     chat_handler: ChatHandler | None = None
     transcription_handler: TranscriptionHandler | None = None
     embedding_mode: Literal["tokens", "text"] = "tokens"
+    # Chat only: the share of requests answered with one of ``random_faults``.
+    fault_rate: float = 0.0
+    fault_seed: int = 0
+    random_faults: tuple[Fault, ...] = (
+        Fault.status(500),
+        Fault.status(429),
+        Fault.timeout(30.0),
+        Fault.malformed(),
+        Fault.garbage(),
+        Fault.garbage('{"results": "not a list"}'),
+    )
     requests: list[RecordedRequest] = field(default_factory=list)
+    # How many chat requests a random fault answered, by kind.
+    random_fault_counts: dict[str, int] = field(default_factory=dict)
     # Highest number of requests served at the same time (bounded-concurrency checks).
     max_in_flight: int = 0
     base_url: str = ""
@@ -291,6 +355,7 @@ class FakeOpenAI:
         self._closing = asyncio.Event()
         self._recorded = asyncio.Event()
         self._ids = 0
+        self._rng = random.Random(self.fault_seed)
 
     # -- scripting -------------------------------------------------------------
 
@@ -397,7 +462,14 @@ class FakeOpenAI:
 
     def _next_fault(self, endpoint: str) -> Fault | None:
         q = self._faults[endpoint]
-        return q.popleft() if q else None
+        if q:
+            return q.popleft()
+        if endpoint == "chat" and self.fault_rate > 0 and self._rng.random() < self.fault_rate:
+            fault = self._rng.choice(self.random_faults)
+            key = fault.kind if fault.kind != "status" else str(fault.code)
+            self.random_fault_counts[key] = self.random_fault_counts.get(key, 0) + 1
+            return fault
+        return None
 
     async def _apply_fault(self, fault: Fault) -> web.Response:
         if fault.kind == "timeout":
@@ -405,6 +477,8 @@ class FakeOpenAI:
             return _json_error(504, "fake upstream timeout elapsed")
         if fault.kind == "malformed":
             return web.Response(text=fault.text, content_type="application/json", status=200)
+        if fault.kind == "garbage":
+            return self._completion("gpt-4o-mini", fault.text, 0)
         if fault.body is not None:
             resp = web.Response(text=fault.body, status=fault.code, content_type="application/json")
         else:
@@ -461,31 +535,34 @@ class FakeOpenAI:
             if isinstance(reply, Fault):
                 return await self._apply_fault(reply)
             prompt_tokens = sum(len(_message_text(m).split()) for m in body["messages"])
-            completion_tokens = len(reply.split())
-            return web.json_response(
-                {
-                    "id": self._next_id("chatcmpl"),
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": body["model"],
-                    "system_fingerprint": "fp_fake",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": reply, "refusal": None},
-                            "finish_reason": "stop",
-                            "logprobs": None,
-                        }
-                    ],
-                    "usage": {
-                        "prompt_tokens": prompt_tokens,
-                        "completion_tokens": completion_tokens,
-                        "total_tokens": prompt_tokens + completion_tokens,
-                    },
-                }
-            )
+            return self._completion(body["model"], reply, prompt_tokens)
         finally:
             self._in_flight -= 1
+
+    def _completion(self, model: str, reply: str, prompt_tokens: int) -> web.Response:
+        completion_tokens = len(reply.split())
+        return web.json_response(
+            {
+                "id": self._next_id("chatcmpl"),
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "system_fingerprint": "fp_fake",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": reply, "refusal": None},
+                        "finish_reason": "stop",
+                        "logprobs": None,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            }
+        )
 
     async def _embeddings(self, request: web.Request) -> web.StreamResponse:
         self._enter()
@@ -624,7 +701,19 @@ async def fake_openai() -> AsyncIterator[FakeOpenAI]:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    fake = FakeOpenAI(host=args.host, port=args.port, latency_s=args.latency)
+    fake = FakeOpenAI(
+        host=args.host,
+        port=args.port,
+        latency_s=args.latency,
+        fault_rate=args.fault_rate,
+        fault_seed=args.fault_seed,
+    )
+    fake.random_faults = tuple(
+        replace(f, seconds=args.fault_timeout) if f.kind == "timeout" else f
+        for f in fake.random_faults
+    )
+    if args.echo_facts:
+        fake.chat_handler = echo_facts_reply
     if args.script:
         fake.load_script(Path(args.script))
         if args.latency:
@@ -640,6 +729,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every reply")
     parser.add_argument("--script", default=None, help="JSON file with scripted replies")
+    parser.add_argument(
+        "--echo-facts", action="store_true", help="answer extraction requests with echo_facts_reply"
+    )
+    parser.add_argument(
+        "--fault-rate", type=float, default=0.0, help="share of chat requests answered by a fault"
+    )
+    parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault generator")
+    parser.add_argument(
+        "--fault-timeout", type=float, default=30.0, help="seconds a timeout fault sleeps"
+    )
     args = parser.parse_args(argv)
     try:
         asyncio.run(_serve(args))

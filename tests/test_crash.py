@@ -3,7 +3,9 @@ and everything is processed exactly once after restart."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -87,3 +89,117 @@ async def test_sigkill_mid_stream_loses_nothing_and_processes_once(
     for f in facts:
         events = [h.event for h in await mem.facts.history(GUILD, f.id)]
         assert events.count("add") == 1 and "update" not in events, (f.fact, events)
+
+
+SAMPLE = ROOT / "bot" / "data" / "sample_guild.json"
+
+
+def _facts_without_vector(db: Path) -> tuple[int, int]:
+    """(active facts, active facts with no vector of any model)."""
+    from memory.store import sqlite
+
+    con = sqlite.connect(db, read_only=True)
+    try:
+        active, missing = con.execute(
+            "SELECT count(*), sum(NOT EXISTS (SELECT 1 FROM memory_fact_vectors v "
+            "WHERE v.fact_id = f.id)) FROM memory_facts f WHERE f.is_active = 1"
+        ).fetchone()
+    finally:
+        con.close()
+    return int(active), int(missing or 0)
+
+
+async def _fake_server(*flags: str) -> tuple[asyncio.subprocess.Process, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.fakeopenai", *flags, stdout=asyncio.subprocess.PIPE, cwd=ROOT
+    )
+    assert proc.stdout is not None
+    url = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip()
+    return proc, url
+
+
+async def test_sigkill_mid_import_then_every_fact_gets_its_vector(
+    make_memory: Any, tmp_path: Path
+) -> None:
+    """Facts written before the kill whose vectors were still queued: the next
+    start and the next import both embed them."""
+    import openai
+
+    from memory.config import EmbeddingConfig, MemoryConfig
+    from memory.engine import Memory
+
+    data = tmp_path / "d"
+    db = data / "guildlore.sqlite3"
+    # Slow embeddings keep written facts waiting for their vectors.
+    slow, url = await _fake_server("--latency", "1.5")
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "OPENAI_API_KEY": "test",
+        "OPENAI_BASE_URL": url,
+    }
+    args = [sys.executable, "-m", "bot", "import", str(SAMPLE), "--data-dir", str(data)]
+    args += ["--json", "--extractor", "rules", "--embeddings", "openai"]
+    proc = await asyncio.create_subprocess_exec(
+        *args, env=env, cwd=ROOT, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert proc.returncode is None, "the import ended before it could be killed"
+            if db.exists():
+                try:
+                    _, missing = _facts_without_vector(db)
+                except Exception:  # the schema is still being created
+                    missing = 0
+                if missing >= 3:
+                    break
+            await asyncio.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    finally:
+        slow.terminate()
+        await slow.wait()
+    active, missing = _facts_without_vector(db)
+    assert active > 0 and missing > 0, "the kill must leave facts without vectors"
+    copy = tmp_path / "copy"
+    shutil.copytree(data, copy)
+    doctor = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "bot", "doctor", "--offline", "--data-dir", str(data)],
+        env={**env, "GUILDLORE_EMBEDDING_PROVIDER": "openai"},
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    report = (await asyncio.wait_for(doctor.communicate(), 120))[0].decode()
+    assert f"warn  fact vectors: {missing} active facts have no vector" in report, report
+    assert "guildlore reindex" in report
+
+    fast, url = await _fake_server()
+    try:
+        # The next start of the engine embeds them ...
+        client = openai.AsyncOpenAI(api_key="test", base_url=url, max_retries=0)
+        cfg = MemoryConfig.for_data_dir(data, embedding=EmbeddingConfig(provider="openai"))
+        mem = await Memory.open(cfg, embedding_client=client)
+        try:
+            assert await mem.settle(timeout=60)
+        finally:
+            await mem.close()
+            await client.close()
+        active, missing = _facts_without_vector(db)
+        assert active > 0 and missing == 0
+
+        # ... and so does the next import.
+        rerun = await asyncio.create_subprocess_exec(
+            *[a if a != str(data) else str(copy) for a in args],
+            env={**env, "OPENAI_BASE_URL": url},
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(rerun.communicate(), 300)
+        assert rerun.returncode == 0, err.decode()[-2000:]
+        active, missing = _facts_without_vector(copy / "guildlore.sqlite3")
+        assert active > 0 and missing == 0
+    finally:
+        fast.terminate()
+        await fast.wait()

@@ -939,3 +939,35 @@ async def test_member_page_shows_what_the_bot_knows(client: Client) -> None:
     overview = await (await client.get("/")).text()
     assert f'href="/guilds/{GUILD}/members/{ALICE}"' in overview  # one click from the overview
     assert BOB in overview
+
+
+async def test_failed_and_waiting_messages_show_on_overview_health_and_metrics(
+    client: Client, seeded: Seeded
+) -> None:
+    from memory.clock import iso, system_clock
+    from memory.store import messages as store_messages
+
+    mem = seeded.mem
+    ids = await mem.db.read(lambda con: [r[0] for r in con.execute("SELECT id FROM messages")])
+    now = iso(system_clock())
+
+    def fail(con: Any) -> None:
+        store_messages.record_failure(
+            con, ids[0], "failed", "extraction failed: HTTP 500", now, None
+        )
+        later = "2100-01-01T00:00:00.000Z"  # not due while the test runs
+        store_messages.record_failure(
+            con, ids[1], "retry", "extraction failed: HTTP 429", now, later
+        )
+
+    await mem.db.write(fail)
+    body = await (await client.get("/api/memory/health")).json()
+    assert body["messages"]["failed"] == 1 and body["messages"]["waiting_retry"] == 1
+    assert body["healthy"] is False
+    assert any("guildlore retry" in w for w in body["warnings"])
+    overview = await (await client.get("/")).text()
+    assert "messages waiting for a retry / failed" in overview and "guildlore retry" in overview
+    metrics = await (await client.get("/metrics")).text()
+    assert re.search(r'^guildlore_messages_by_state\{state="failed"\} 1$', metrics, re.M)
+    assert re.search(r'^guildlore_messages_by_state\{state="retry"\} 1$', metrics, re.M)
+    assert "# TYPE guildlore_ingest_failed_total counter" in metrics

@@ -12,7 +12,7 @@ import numpy as np
 import openai
 import pytest
 
-from tests.fakeopenai import DEFAULT_DIMENSIONS, FakeOpenAI, Fault, fake_embedding
+from tests.fakeopenai import DEFAULT_DIMENSIONS, FakeOpenAI, Fault, echo_facts_reply, fake_embedding
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS_SYSTEM = "Extract durable facts about the author. Reply with JSON."
@@ -128,6 +128,56 @@ async def test_malformed_fault(fake_openai: FakeOpenAI) -> None:
     fake_openai.fail_next("chat", Fault.malformed())
     with pytest.raises(ValueError):  # the client's JSON decoder gives up
         await _chat(fake_openai.client())
+
+
+async def test_garbage_fault_is_a_well_formed_completion(fake_openai: FakeOpenAI) -> None:
+    fake_openai.fail_next("chat", Fault.garbage("no JSON here"))
+    assert await _chat(fake_openai.client(), FACTS_SYSTEM) == "no JSON here"
+
+
+async def test_random_faults_follow_the_rate_and_the_seed() -> None:
+    async def run(seed: int) -> list[str]:
+        outcomes = []
+        async with FakeOpenAI(fault_rate=0.5, fault_seed=seed) as fake:
+            fake.random_faults = (Fault.status(500), Fault.garbage("x"))
+            client = fake.client()
+            for _ in range(40):
+                try:
+                    outcomes.append(await _chat(client, FACTS_SYSTEM))
+                except openai.InternalServerError:
+                    outcomes.append("500")
+            assert sum(fake.random_fault_counts.values()) == sum(
+                o != '{"facts": []}' for o in outcomes
+            )
+        return outcomes
+
+    first = await run(7)
+    assert 5 < sum(o != '{"facts": []}' for o in first) < 35
+    assert {"500", "x"} <= set(first)
+    assert await run(7) == first, "the same seed gives the same faults"
+
+
+def test_echo_facts_reply_answers_both_shapes() -> None:
+    single = {
+        "messages": [
+            {"role": "system", "content": "facts"},
+            {"role": "user", "content": "Author: Ana\nMessage:\n<<<\nI knit warm socks.\n>>>"},
+        ]
+    }
+    assert json.loads(echo_facts_reply(single))["facts"][0]["fact"] == "Ana said I knit warm socks."
+    batch = {
+        "messages": [
+            {"role": "system", "content": "facts"},
+            {
+                "role": "user",
+                "content": "Message 1 (author: Ana):\n<<<\nhi\n>>>\n\n"
+                "Message 2 (author: Bo):\n<<<\nI sail small boats.\n>>>",
+            },
+        ]
+    }
+    results = json.loads(echo_facts_reply(batch))["results"]
+    assert [r["index"] for r in results] == [2]
+    assert results[0]["facts"][0]["fact"] == "Bo said I sail small boats."
 
 
 async def test_latency_is_added(fake_openai: FakeOpenAI) -> None:

@@ -125,7 +125,7 @@ async def test_overflow_catch_up_runs_while_the_start_up_replay_is_still_reading
         ingest=IngestConfig(queue_capacity=3, workers=1, batch_size=1),
     )
     slow_start_up = asyncio.Event()
-    mem._replay_task = asyncio.create_task(slow_start_up.wait())
+    mem.inbox._replay_task = asyncio.create_task(slow_start_up.wait())
     outs = [await mem.ingest_message(msg(f"I collect stamp number {i} now.")) for i in range(6)]
     dropped = [o for o in outs if o.done.done() and o.done.result() is False]
     assert len(dropped) == 2
@@ -228,12 +228,14 @@ async def test_per_author_order_is_kept_with_batching(make_memory: Any) -> None:
         assert numbers == sorted(numbers), numbers
 
 
-async def test_extraction_failure_is_logged_and_message_still_done(make_memory: Any) -> None:
+async def test_extraction_failure_is_logged_and_the_message_kept_for_a_retry(
+    make_memory: Any,
+) -> None:
     mem = await make_memory(extractor=ScriptedExtractor(echo_fact, fail=True))
     m = msg("I run a small bakery in Lyon.")
-    assert await (await mem.ingest_message(m)).wait()
+    assert await (await mem.ingest_message(m)).wait() is False
     row = await mem.get_message(GUILD, m.id)
-    assert row is not None and row.state == "done"
+    assert row is not None and row.state == "retry"
     errors = await mem.admin.action_log(kind="memory_extract_error")
     assert errors and m.id in str(errors[0].detail)
     assert "Lyon" in mem.journal.daily_files()[0].read_text()

@@ -94,21 +94,18 @@ def test_unknown_time_zone_is_a_config_error(tmp_path: Path) -> None:
         Journal(tmp_path, tz="Mars/Olympus_Mons")
 
 
-def test_contains_for_replay(tmp_path: Path) -> None:
+def test_append_once_for_replay(tmp_path: Path) -> None:
     j = Journal(tmp_path)
-    line = j.append(T, "Alice", "111", "g1", "c1", "hello there")
-    assert j.contains(line)
+    assert j.append_once(T, "Alice", "111", "g1", "c1", "hello there") is True
+    assert j.append_once(T, "Alice", "111", "g1", "c1", "hello there") is False
     # A restarted process (new object) sees it too.
-    assert Journal(tmp_path).contains(line)
-
-    other = j.append(T, "Alice", "111", "g1", "c1", "hello")
-    assert j.contains(other)
+    assert Journal(tmp_path).append_once(T, "Alice", "111", "g1", "c1", "hello there") is False
     # A prefix of an existing line is not the line.
-    assert other.text in line.path.read_text(encoding="utf-8")
-    unwritten = type(line)(day=line.day, path=line.path, text=line.text + " again")
-    assert not j.contains(unwritten)
-    missing = type(line)(day=date(2020, 1, 1), path=tmp_path / "2020-01-01.md", text=line.text)
-    assert not j.contains(missing)
+    assert j.append_once(T, "Alice", "111", "g1", "c1", "hello") is True
+    # Nor is the same text in another day's file.
+    assert j.append_once("2020-01-01T10:00:00Z", "Alice", "111", "g1", "c1", "hello") is True
+    lines = [e.content for p in j.daily_files() for e in j.read_entries(p)]
+    assert sorted(lines) == ["hello", "hello", "hello there"]
 
 
 def test_line_survives_sigkill_right_after_append(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 from memory.errors import MigrationError
 from memory.store import sqlite
 from memory.store.migrations import MIGRATIONS, applied, migrate
-from tests.helpers import GUILD
+from tests.helpers import GUILD, eventually
 
 
 def test_fresh_database_gets_every_migration(tmp_path: Path) -> None:
@@ -54,3 +54,40 @@ def test_database_from_newer_version_is_refused(tmp_path: Path) -> None:
     con.execute("INSERT INTO _migrations (name, applied_at) VALUES ('m999_future', 'x')")
     with pytest.raises(MigrationError, match="newer"):
         migrate(con)
+
+
+async def test_upgrade_to_message_retries_keeps_rows(tmp_path: Path, make_memory: Any) -> None:
+    data = tmp_path / "d"
+    data.mkdir()
+    con = sqlite.connect(data / "guildlore.sqlite3")
+    migrate(con, upto="m004_fts_secure_delete")
+    assert "m006_message_retry" not in applied(con)
+    for mid, state, content in (
+        ("1", "done", "I restore old clocks for fun"),
+        ("2", "pending", "I collect old radios at home"),
+    ):
+        con.execute(
+            "INSERT INTO messages (id, guild_id, channel_id, author_id, author_name, content, "
+            "created_at, source, state, journaled, attempts, received_at) VALUES "
+            "(?, ?, '2', '3', 'Old Timer', ?, '2025-01-01T00:00:00.000Z', 'text', ?, 1, 1, "
+            "'2025-01-01T00:00:00.000Z')",
+            (mid, GUILD, content, state),
+        )
+    con.close()
+    mem = await make_memory(data_dir=data, embeddings="none")
+    done = await mem.get_message(GUILD, "1")
+    assert done is not None and done.state == "done" and "clocks" in done.content
+    # The pending row of the older version is processed like any other.
+    assert await eventually(lambda: _state_is(mem, "2", "done"))
+    assert await mem.inbox.failures() == []
+    rows = await mem.db.read(
+        lambda c: c.execute(
+            "SELECT id, attempts, failed_attempts, retry_at FROM messages ORDER BY id"
+        ).fetchall()
+    )
+    assert [tuple(r) for r in rows] == [("1", 1, 0, None), ("2", 2, 0, None)]
+
+
+async def _state_is(mem: Any, message_id: str, state: str) -> bool:
+    row = await mem.get_message(GUILD, message_id)
+    return row is not None and row.state == state

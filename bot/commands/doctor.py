@@ -20,6 +20,7 @@ from bot.commands.doctor_checks import (
     check_dashboard,
     check_database,
     check_embeddings,
+    check_inbox,
     check_llm,
     check_paths,
     check_sqlite,
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     guard(report, "sqlite", lambda: check_sqlite(report))
     guard(report, "data dir", lambda: check_paths(report, settings))
     guard(report, "database", lambda: check_database(report, settings))
+    guard(report, "inbox", lambda: check_inbox(report, settings))
     guard(report, "embeddings", lambda: check_embeddings(report, settings, args.offline))
     guard(report, "llm", lambda: check_llm(report, settings, args.offline))
     guard(report, "discord", lambda: check_discord(report, settings, args.offline))

@@ -156,6 +156,38 @@ def check_database(report: Report, settings: Any) -> None:
         )
 
 
+def check_inbox(report: Report, settings: Any) -> None:
+    """Messages whose processing failed, and facts without a vector."""
+    from memory import inbox_status
+
+    status = inbox_status(
+        settings.resolved_db_path, settings.embedding_provider, settings.embedding_default_model
+    )
+    if status is None:
+        return
+    states = status.states
+    waiting, failed = states.get("retry", 0), states.get("failed", 0)
+    unfinished = states.get("pending", 0) + states.get("dropped", 0)
+    if waiting or failed:
+        report.add(
+            "warn",
+            "inbox",
+            f"{waiting} messages wait for a retry of their processing, {failed} failed",
+            "`guildlore retry --list` shows why; `guildlore retry` processes them again now "
+            "(the bot retries the waiting ones on its own)",
+        )
+    else:
+        extra = f" ({unfinished} not processed yet: the bot or the next import finishes them)"
+        report.add("ok", "inbox", "no message failed" + (extra if unfinished else ""))
+    if status.facts_without_vector:
+        report.add(
+            "warn",
+            "fact vectors",
+            f"{status.facts_without_vector} active facts have no vector for their guild's model",
+            "`guildlore reindex` embeds them (the bot and `guildlore import` also do at start)",
+        )
+
+
 # -- embeddings ---------------------------------------------------------------------------------
 
 

@@ -17,7 +17,19 @@ files still run, and the exit status is 1. A FIFO, device or socket named
 ``*.json`` is skipped unread and counted (``skipped_files``). Files are opened
 and their headers read in a worker thread, so the event loop (and with it
 Ctrl-C/SIGTERM) is never held by the file system.
-Exit status 130 after Ctrl-C/SIGTERM.
+
+A message whose extraction failed (an LLM outage: errors, rate limits,
+timeouts, replies that are not the JSON asked for) is not lost: it waits for
+a retry, which the engine makes on its own with a growing back-off, the next
+import makes at once, and the bot makes at start-up. One that cannot be
+processed at all, or that failed ``ingest.retry_max_attempts`` times, is
+``failed`` until ``guildlore retry``. The summary counts both for the
+imported guilds.
+
+Exit status 3 when every file was read but messages of the imported guilds
+wait for a retry or have failed: the memory is not complete yet (run the
+same import again, or ``guildlore retry``). Exit status 130 after
+Ctrl-C/SIGTERM.
 """
 
 from __future__ import annotations
@@ -48,6 +60,7 @@ if TYPE_CHECKING:
     from memory import ImportStop
 
 EXIT_INTERRUPTED = 130
+EXIT_INCOMPLETE = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -182,4 +195,6 @@ async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> i
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    return 1 if report.errors else 0
+    if report.errors:
+        return 1
+    return EXIT_INCOMPLETE if report.waiting_retry or report.failed else 0

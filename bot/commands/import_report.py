@@ -45,7 +45,20 @@ def summary(report: ImportReport) -> str:
     if report.peak_rss_mib is not None:
         lines.append(f"  memory     peak RSS {report.peak_rss_mib:,.0f} MiB")
     if report.extract_errors:
-        lines.append(f"  warning    {report.extract_errors} extraction calls failed (logged)")
+        lines.append(
+            f"  warning    {report.extract_errors} of {report.extract_calls} extraction calls "
+            "failed (logged)"
+        )
+    if report.waiting_retry:
+        lines.append(
+            f"  warning    {report.waiting_retry} messages wait for a retry of their "
+            "extraction: the bot retries them on its own, the same import retries them now"
+        )
+    if report.failed:
+        lines.append(
+            f"  warning    {report.failed} messages failed: `guildlore retry --list` shows "
+            "why, `guildlore retry` tries them again"
+        )
     if report.dropped:
         lines.append(f"  warning    {report.dropped} messages dropped by the queue (replayed)")
     if not report.settled:

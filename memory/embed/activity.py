@@ -1,6 +1,6 @@
-"""The embedding service's action-log rows: ``memory_embedding_call`` and
-``memory_embedding_error``, written so that a busy worker or a failing
-endpoint cannot flood the log.
+"""What the embedding service did: its counters (``EmbeddingStats``) and its
+action-log rows, ``memory_embedding_call`` and ``memory_embedding_error``,
+written so that a busy worker or a failing endpoint cannot flood the log.
 
 * Calls: background batches are tallied per (guild, model); the first batch
   after a quiet minute is written at once, later ones are added to the tally
@@ -27,6 +27,18 @@ log = logging.getLogger(__name__)
 LOG_INTERVAL_S = 60.0
 
 _Key = tuple[str, str, str]  # (guild id, model, source)
+
+
+@dataclass
+class EmbeddingStats:
+    """Totals since start, for the dashboard, /metrics and command summaries."""
+
+    fact_vectors: int = 0
+    message_vectors: int = 0
+    calls: int = 0
+    errors: int = 0
+    query_cache_hits: int = 0
+    last_error: str | None = None
 
 
 @dataclass

@@ -5,7 +5,9 @@ batch); the worker embeds them in batches off the event loop and writes the
 vectors in one transaction per batch. ``reindex`` scans for anything without
 a vector for its guild's model — after a crash or a model change — and
 reports progress. Calls and failures go to the action log through
-``EmbeddingActivity``.
+``EmbeddingActivity``. When the worker starts it first embeds the active facts
+that have no vector for their guild's model: a crash loses the ids that were
+still queued, not the facts.
 """
 
 from __future__ import annotations
@@ -16,14 +18,14 @@ import itertools
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from memory.clock import Clock, iso
 from memory.config import EmbeddingConfig
-from memory.embed.activity import EmbeddingActivity
+from memory.embed.activity import EmbeddingActivity, EmbeddingStats
 from memory.embed.base import (
     Embedder,
     content_hash,
@@ -38,6 +40,7 @@ from memory.embed.query_cache import QueryCache
 from memory.embed.threads import lower_thread_priority
 from memory.errors import ConfigError, EmbeddingError
 from memory.models import Fact
+from memory.store import facts as store_facts
 from memory.store import pending_vectors
 from memory.store import vectors as store_vectors
 from memory.store.db import Database
@@ -49,16 +52,6 @@ BACKLOG_CALL_MAX = 256  # texts per background embedding call
 MESSAGE_BACKFILL_WINDOW = 2048  # messages read and length-sorted together when back-filling
 MESSAGE_BACKFILL_CALL = 256  # texts per embedding call when back-filling
 QUERY_CACHE_SIZE = 512
-
-
-@dataclass
-class EmbeddingStats:
-    fact_vectors: int = 0
-    message_vectors: int = 0
-    calls: int = 0
-    errors: int = 0
-    query_cache_hits: int = 0
-    last_error: str | None = None
 
 
 class EmbeddingService:
@@ -163,6 +156,7 @@ class EmbeddingService:
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
         if self.enabled and self._task is None:
+            self._idle.clear()  # settle() waits for the start-up repair too
             self._task = asyncio.create_task(self._run(), name="embedding-worker")
 
     async def stop(self) -> None:
@@ -216,6 +210,14 @@ class EmbeddingService:
         return True
 
     async def _run(self) -> None:
+        try:
+            await self._embed_facts_without_vectors()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the next start, a re-index or an import tries again
+            await self._failed(exc, None, "start-up repair")
+        if not self._pending_facts and not self._pending_messages:
+            self._idle.set()
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -272,6 +274,12 @@ class EmbeddingService:
                     continue
                 await self._batch_done(gid, facts=0, messages=n)
         return failed
+
+    async def _embed_facts_without_vectors(self) -> None:
+        guild_ids = await self.db.read(store_facts.guilds_with_active_facts)
+        totals = await self.reindex(guild_ids, include_messages=False)
+        if totals["facts"]:
+            log.info("embedded %d facts that had no vector", totals["facts"])
 
     async def _batch_done(self, guild_id: str, *, facts: int, messages: int) -> None:
         model = self.model_for_guild(guild_id)

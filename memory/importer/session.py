@@ -102,8 +102,13 @@ class ImportReport:
     facts_updated: int = 0
     fact_vectors: int = 0
     message_vectors: int = 0
+    extract_calls: int = 0
     extract_errors: int = 0
     dropped: int = 0
+    # Messages of the imported guilds whose processing failed, at the end:
+    # waiting for a retry, or given up.
+    waiting_retry: int = 0
+    failed: int = 0
     # The whole process's high-water mark, set by a command (None in-process).
     peak_rss_mib: float | None = None
 
@@ -126,8 +131,11 @@ class ImportReport:
             "facts_updated": self.facts_updated,
             "fact_vectors": self.fact_vectors,
             "message_vectors": self.message_vectors,
+            "extract_calls": self.extract_calls,
             "extract_errors": self.extract_errors,
             "dropped": self.dropped,
+            "waiting_retry": self.waiting_retry,
+            "failed": self.failed,
             "errors": list(self.errors),
             "skipped_files": list(self.skipped_files),
             "interrupted": self.interrupted,
@@ -226,11 +234,17 @@ async def _run_import(
             report.message_vectors_pending = True
     finally:
         embeddings.low_priority = niced_before
+    if guilds:
+        # At the very end: the engine keeps retrying while the vectors are made.
+        counts = await memory.inbox.unfinished_counts(sorted(guilds))
+        report.waiting_retry = counts.get("retry", 0)
+        report.failed = counts.get("failed", 0)
     report.seconds = time.monotonic() - started
     after = memory.admin.counters()
     for name, key in (
         ("facts_added", "facts_added"),
         ("facts_updated", "facts_updated"),
+        ("extract_calls", "extract_calls"),
         ("extract_errors", "extract_errors"),
         ("dropped", "ingest_dropped"),
     ):
@@ -401,13 +415,12 @@ async def _settle(
 async def _embed_messages(
     memory: Memory, guild_ids: Sequence[str], stop: ImportStop, progress: ImportProgress | None
 ) -> bool:
-    """Embed the imported guilds' messages that have no vector yet; False if a
-    stop request came first (the rest is found by the next import or reindex)."""
+    """Embed the imported guilds' facts and messages that have no vector yet
+    (facts too: an earlier run killed mid-way leaves some); False if a stop
+    request came first (the rest is found by the next import or reindex)."""
 
     def show(kind: str, n: int) -> None:
-        _note(progress, f"embedding messages: {n:,} done")
+        _note(progress, f"embedding {kind}: {n:,} done")
 
-    await memory.embeddings.reindex(
-        guild_ids, progress=show, include_facts=False, should_stop=stop.requested.is_set
-    )
+    await memory.embeddings.reindex(guild_ids, progress=show, should_stop=stop.requested.is_set)
     return not stop.requested.is_set()

@@ -20,6 +20,9 @@ class Job:
     written: asyncio.Event = field(default_factory=asyncio.Event)
     dropped: bool = False
     resumed: bool = False  # accepted by an earlier run: check the journal before appending
+    # The state processing left the message in: done, skipped, retry or
+    # failed (None: not written, e.g. its batch failed).
+    outcome: str | None = None
     enqueued_at: float = field(default_factory=time.monotonic)
 
     @property

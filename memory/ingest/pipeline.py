@@ -5,6 +5,11 @@ guards → journal lines and one short write transaction per message (upserts
 with history, archive beyond the limits, mark done) → schedule embeddings
 and a snapshot refresh.
 
+A failed extraction call leaves its messages waiting for a retry
+(``memory.ingest.retry``); a message whose own data breaks its journal line
+or its write fails alone: its transaction part is rolled back and it is
+marked ``failed`` with the reason, while the rest of the batch goes on.
+
 Batches run concurrently. The extraction call — the slow part — waits for
 nothing. The ordered part (journal line, write) of a message waits until the
 same author's previous message has written (``job.prev.written``), so a
@@ -18,18 +23,20 @@ import asyncio
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memory.clock import Clock, iso
 from memory.config import IngestConfig
+from memory.embed.service import EmbeddingService
 from memory.errors import ExtractionError
 from memory.extract.base import ExtractionItem, Extractor
 from memory.extract.guards import clean_message, filter_candidates
-from memory.guild_settings import GuildSettings
+from memory.guild_settings import GuildSettingsCache
 from memory.ingest.jobs import Job, extraction_done, wait_written
-from memory.journal import Journal, JournalLine, format_line
+from memory.ingest.retry import RetryPolicy, quarantine
+from memory.journal import Journal
 from memory.models import Candidate, Fact
 from memory.store import facts as store
 from memory.store import messages as store_messages
@@ -37,8 +44,6 @@ from memory.store import ops as store_ops
 from memory.store.db import Database
 
 log = logging.getLogger(__name__)
-
-SettingsLookup = Callable[[str], Awaitable[GuildSettings]]
 
 
 @dataclass
@@ -52,6 +57,8 @@ class PipelineStats:
     guard_refused: int = 0  # candidates the instruction/secret checks refused
     journal_errors: int = 0
     skipped_short: int = 0
+    retries_scheduled: int = 0  # failed attempts that wait for a retry
+    messages_failed: int = 0  # messages marked failed (given up, or unprocessable)
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,8 @@ class _Prepared:
     # Action-log rows that go into this message's transaction (the batch's
     # extraction call or error rides with its first message).
     actions: tuple[dict[str, Any], ...] = field(default=())
+    extract_error: str | None = None  # the batch's extraction call failed
+    broken: str | None = None  # why this message cannot be processed
 
 
 class BatchProcessor:
@@ -74,20 +83,19 @@ class BatchProcessor:
         extractor: Extractor | None,
         cfg: IngestConfig,
         clock: Clock,
-        on_facts_changed: Callable[[Sequence[Fact]], None],
+        embeddings: EmbeddingService,
+        settings: GuildSettingsCache,
         on_memory_changed: Callable[[], None],
-        guild_settings: SettingsLookup,
     ) -> None:
         self.db = db
         self.journal = journal
         self.extractor = extractor
         self.cfg = cfg
         self.clock = clock
-        self.on_facts_changed = on_facts_changed
+        self.embeddings = embeddings
+        self.settings = settings
         self.on_memory_changed = on_memory_changed
-        # The engine's cached lookup (updated on every change): a setting
-        # applies from the next batch without a database read per batch.
-        self._guild_settings = guild_settings
+        self.retry = RetryPolicy.from_config(cfg)
         self._per_model: dict[str, Extractor] = {}
         self.stats = PipelineStats()
 
@@ -95,18 +103,27 @@ class BatchProcessor:
         cleaned = [clean_message(j.msg.content, self.cfg.clean_max_chars) for j in jobs]
         actions: list[dict[str, Any]] = []
         try:
-            candidates = await self._extract(jobs, cleaned, actions)
+            candidates, errors = await self._extract(jobs, cleaned, actions)
         finally:
             extraction_done(jobs)
         prepared = [
-            _Prepared(job, text, tuple(cands), actions=tuple(actions) if i == 0 else ())
-            for i, (job, text, cands) in enumerate(zip(jobs, cleaned, candidates, strict=True))
+            _Prepared(
+                job,
+                text,
+                tuple(cands),
+                actions=tuple(actions) if i == 0 else (),
+                extract_error=error,
+            )
+            for i, (job, text, cands, error) in enumerate(
+                zip(jobs, cleaned, candidates, errors, strict=True)
+            )
         ]
         changed: list[Fact] = []
         async for group in self._in_turn(jobs, prepared):
             changed.extend(await self._commit(group))
         if changed:
-            self.on_facts_changed(changed)
+            self.embeddings.schedule_facts(changed)
+        self.embeddings.schedule_messages([(j.msg.id, j.msg.guild_id or "") for j in jobs])
         self.on_memory_changed()
 
     @staticmethod
@@ -139,24 +156,29 @@ class BatchProcessor:
     async def _commit(self, group: Sequence[_Prepared]) -> list[Fact]:
         """Journal lines, then one short transaction per message; each job is
         marked written (its author's next message may go)."""
-        journaled, error = await self._journal(group)
+        journaled, error, broken = await self._journal(group)
         items = [
             replace(
                 p,
                 journaled=p.job.msg.id in journaled,
                 actions=p.actions + (error,) if error is not None and i == 0 else p.actions,
+                broken=broken.get(p.job.msg.id),
             )
             for i, p in enumerate(group)
         ]
-        results = await self.db.write_each(self._write_one, items, iso(self.clock()))
-        for p in group:
+        results = await self.db.write_each(self._write_isolated, items, iso(self.clock()))
+        for p, (state, _) in zip(group, results, strict=True):
+            p.job.outcome = state
             p.job.written.set()
-        return [f for facts in results for f in facts]
+        return [f for _, facts in results for f in facts]
 
     # -- step 2: journal ----------------------------------------------------------
-    async def _journal(self, group: Sequence[_Prepared]) -> tuple[set[str], dict[str, Any] | None]:
-        """Append the lines; the ids whose line is in the journal, and the
-        action-log row of a failure."""
+    async def _journal(
+        self, group: Sequence[_Prepared]
+    ) -> tuple[set[str], dict[str, Any] | None, dict[str, str]]:
+        """Append the lines; the ids whose line is in the journal, the
+        action-log row of a write failure, and why a message's line could not
+        even be made (its id → the reason)."""
         done_before: set[str] = set()
         resumed = [p.job.msg.id for p in group if p.job.resumed]
         if resumed:
@@ -169,56 +191,50 @@ class BatchProcessor:
             if p.cleaned is not None and p.job.msg.id not in done_before
         ]
         if not todo:
-            return done_before, None
-        try:
-            written = await asyncio.to_thread(self._append_lines, todo)
-        except OSError as exc:
-            self.stats.journal_errors += 1
-            log.error("journal write failed: %s", exc)
-            error = {
-                "kind": "bot_error",
-                "message": f"memory_daily_log_write: {exc}",
-                "detail": None,
-            }
-            return done_before, error
-        return done_before | set(written), None
+            return done_before, None, {}
+        written, broken, exc = await asyncio.to_thread(self._append_lines, todo)
+        if exc is None:
+            return done_before | set(written), None, broken
+        # The file system failed, not the message: processing goes on without
+        # the line (SQLite holds the message).
+        self.stats.journal_errors += 1
+        log.error("journal write failed: %s", exc)
+        error = {"kind": "bot_error", "message": f"memory_daily_log_write: {exc}", "detail": None}
+        return done_before | set(written), error, broken
 
-    def _append_lines(self, todo: Sequence[tuple[Job, str]]) -> list[str]:
+    def _append_lines(
+        self, todo: Sequence[tuple[Job, str]]
+    ) -> tuple[list[str], dict[str, str], OSError | None]:
+        """(ids written, broken id → reason, the file system error that stopped it)."""
         done: list[str] = []
+        broken: dict[str, str] = {}
         for job, text in todo:
             m = job.msg
-            if job.resumed:
-                # This message was accepted by an earlier run that may have
-                # died between writing the line and recording it.
-                day = self.journal.day_of(m.created_at)
-                line = JournalLine(
-                    day=day,
-                    path=self.journal.path_for(day),
-                    text=format_line(
-                        m.created_at,
-                        m.author_name,
-                        m.author_id,
-                        m.guild_id or "",
-                        m.channel_id,
-                        text,
-                    ),
-                )
-                if self.journal.contains(line):
-                    done.append(m.id)
-                    continue
-            self.journal.append(
-                m.created_at, m.author_name, m.author_id, m.guild_id or "", m.channel_id, text
-            )
+            line = (m.created_at, m.author_name, m.author_id, m.guild_id or "", m.channel_id, text)
+            try:
+                if job.resumed:
+                    # Accepted by an earlier run, which may have died between
+                    # writing the line and recording it.
+                    self.journal.append_once(*line)
+                else:
+                    self.journal.append(*line)
+            except OSError as exc:
+                return done, broken, exc
+            except Exception as exc:  # this message's data: it fails alone
+                broken[m.id] = f"journal line: {_describe(exc)}"
+                continue
             done.append(m.id)
-        return done
+        return done, broken, None
 
     # -- step 3: extract ----------------------------------------------------------------
     async def _extract(
         self, jobs: Sequence[Job], cleaned: Sequence[str | None], actions: list[dict[str, Any]]
-    ) -> list[list[Candidate]]:
+    ) -> tuple[list[list[Candidate]], list[str | None]]:
+        """Candidates per message, and per message why its extraction failed."""
         out: list[list[Candidate]] = [[] for _ in jobs]
+        errors: list[str | None] = [None for _ in jobs]
         if self.extractor is None:
-            return out
+            return out, errors
         # Other bots' messages are extracted like anyone's: the operator's
         # switch for them (global or per guild) rejects them at ingest instead.
         picks = [
@@ -227,7 +243,7 @@ class BatchProcessor:
             if text is not None and len(text) >= 4 and job.msg.guild_id
         ]
         if not picks:
-            return out
+            return out, errors
         # A batch is one channel, so one guild.
         extractor = await self._extractor_for(jobs[picks[0]].msg.guild_id or "")
         items = [
@@ -250,7 +266,9 @@ class BatchProcessor:
                     },
                 }
             )
-            return out
+            for i in picks:
+                errors[i] = str(exc)[:300]
+            return out, errors
         elapsed = (time.monotonic() - started) * 1000
         self.stats.extract_ms_total += elapsed
         for i, cands in zip(picks, results, strict=False):
@@ -269,7 +287,7 @@ class BatchProcessor:
                     "detail": detail,
                 }
             )
-        return out
+        return out, errors
 
     async def _extractor_for(self, guild_id: str) -> Extractor:
         """The extractor with the guild's ``extract_model`` setting applied."""
@@ -278,7 +296,7 @@ class BatchProcessor:
         default_model = getattr(base, "model", None)
         if default_model is None:  # not model-based (the offline rules)
             return base
-        model = (await self._guild_settings(guild_id)).extract_model
+        model = (await self.settings.get(guild_id)).extract_model
         if not model or model == default_model:
             return base
         found = self._per_model.get(model)
@@ -291,16 +309,51 @@ class BatchProcessor:
         return found
 
     # -- steps 4, 5, 7: one short transaction per message --------------------------------
-    def _write_one(self, con: Any, p: _Prepared, now: str) -> list[Fact]:
+    def _write_isolated(self, con: Any, p: _Prepared, now: str) -> tuple[str, list[Fact]]:
+        """The message's write, inside a savepoint: if its own data breaks it,
+        only its part is rolled back and it is marked failed, alone."""
         m = p.job.msg
         for a in p.actions:
             store_ops.log_action(
                 con, a["kind"], a["message"], now, guild_id=m.guild_id, detail=a["detail"]
             )
+        reason = p.broken
+        if reason is None:
+            con.execute("SAVEPOINT message")
+            try:
+                return self._write_one(con, p, now)
+            except Exception as exc:
+                con.execute("ROLLBACK TO message")
+                reason = _describe(exc)
+            finally:
+                con.execute("RELEASE message")
+        self.stats.messages_failed += 1
+        log.error("message %s cannot be processed: %s", m.id, reason)
+        store_ops.log_action(
+            con,
+            "bot_error",
+            f"memory_message_failed: message {m.id}: {reason}"[:500],
+            now,
+            guild_id=m.guild_id,
+            detail={"message_id": m.id, "error": "memory_message_failed", "reason": reason},
+        )
+        return quarantine(con, m.id, reason, now, journaled=p.journaled), []
+
+    def _write_one(self, con: Any, p: _Prepared, now: str) -> tuple[str, list[Fact]]:
+        m = p.job.msg
         if p.cleaned is None:
             self.stats.skipped_short += 1
             store_messages.finish_message(con, m.id, "skipped", now, "too short after cleaning")
-            return []
+            return "skipped", []
+        if p.extract_error is not None:
+            state = self.retry.record(
+                con, m.id, f"extraction failed: {p.extract_error}", now, journaled=p.journaled
+            )
+            if state == "retry":
+                self.stats.retries_scheduled += 1
+            else:
+                self.stats.messages_failed += 1
+            return state, []
         changed: list[Fact] = []
         result = filter_candidates(list(p.candidates), p.cleaned, author=m.author_name)
         self.stats.candidates_rejected += len(result.rejected)
@@ -350,4 +403,8 @@ class BatchProcessor:
         if result.accepted and m.guild_id:
             store.archive_excess(con, m.guild_id, m.author_id, self.cfg.keep_facts_per_subject, now)
         store_messages.finish_message(con, m.id, "done", now, journaled=p.journaled)
-        return changed
+        return "done", changed
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]

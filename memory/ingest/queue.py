@@ -26,6 +26,11 @@ proceed: no deadlock, whatever the channels and authors.
 Queued jobs sit in one FIFO (for drop-oldest) and in a FIFO per channel (for
 batching); taken jobs are removed lazily, so taking a batch costs about the
 batch, not the queue.
+
+A job's future resolves True once its message is processed (``done`` or
+``skipped``), False when it was dropped, failed, or waits for a retry (see
+``memory.ingest.inbox``). A batch that fails as a whole is handed to the
+inbox, which logs it and lets its messages wait for a retry.
 """
 
 from __future__ import annotations
@@ -35,11 +40,12 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from memory.config import IngestConfig
+from memory.ingest.inbox import Inbox
 from memory.ingest.jobs import Batch as Batch
 from memory.ingest.jobs import Job as Job
 from memory.ingest.jobs import release_in_order
@@ -47,15 +53,14 @@ from memory.models import IncomingMessage, IngestOutcome
 
 log = logging.getLogger(__name__)
 
+# States a message does not leave by itself: submitting it again is a no-op.
+FINAL = ("done", "skipped", "failed")
+
 
 # process(batch) does the real work: it calls ``extraction_done`` after the
 # extraction call, writes each job only after ``job.prev`` has written
 # (``wait_written``), then sets ``job.written``. The queue resolves futures.
 ProcessBatch = Callable[[Sequence[Job]], Awaitable[None]]
-# persist(messages) writes them to the inbox; an acknowledgement waits on it,
-# so it writes urgently (``Database.write(..., urgent=True)``: the fast path).
-PersistBatch = Callable[[Sequence[IncomingMessage]], Awaitable[list[tuple[bool, str | None]]]]
-OnDrop = Callable[[Job], Coroutine[Any, Any, None]]
 
 
 @dataclass
@@ -78,14 +83,12 @@ class IngestQueue:
         self,
         cfg: IngestConfig,
         *,
-        persist: PersistBatch,
+        inbox: Inbox,
         process: ProcessBatch,
-        on_drop: OnDrop,
     ) -> None:
         self.cfg = cfg
-        self._persist = persist
+        self._inbox = inbox
         self._process = process
-        self._on_drop = on_drop
         self._queue: deque[Job] = deque()  # FIFO of queued jobs; taken ones removed lazily
         self._by_channel: dict[tuple[str | None, str], deque[Job]] = {}
         self._depth = 0  # queued, not taken
@@ -181,6 +184,10 @@ class IngestQueue:
             self._room.clear()
             await self._room.wait()
 
+    def holds(self, message_id: str) -> bool:
+        """Whether the message is queued or being processed."""
+        return message_id in self._known
+
     # -- submission -------------------------------------------------------------------
     def known_future(self, message_id: str) -> asyncio.Future[bool] | None:
         job = self._known.get(message_id)
@@ -210,12 +217,15 @@ class IngestQueue:
             self._known.pop(msg.id, None)
             raise
         # "skipped" (too short to keep) is as final as "done": re-importing must not redo it.
-        if not is_new and state in ("done", "skipped"):
+        # So is "failed" until an operator asks for a retry; "retry" is queued again.
+        if not is_new and state in FINAL:
+            ok = state != "failed"
             self._known.pop(msg.id, None)
-            self._remember_done(msg.id, True)
-            job.done.set_result(True)
+            self._remember_done(msg.id, ok)
+            job.done.set_result(ok)
             self.stats.duplicates += 1
-            return IngestOutcome(msg.id, "duplicate", "already processed", job.done)
+            reason = "already processed" if ok else "failed earlier (guildlore retry)"
+            return IngestOutcome(msg.id, "duplicate", reason, job.done)
         job.resumed = not is_new
         if backpressure:
             await self._wait_for_room()
@@ -290,7 +300,7 @@ class IngestQueue:
         if not victim.done.done():
             victim.done.set_result(False)
         log.warning("ingest queue overflow: dropped message %s", victim.msg.id)
-        task = asyncio.get_running_loop().create_task(self._on_drop(victim))
+        task = asyncio.get_running_loop().create_task(self._inbox.mark_dropped(victim))
         task.add_done_callback(_log_task_error)
 
     def _notify_work(self) -> None:
@@ -303,7 +313,7 @@ class IngestQueue:
             # fast path for urgent writes this returns without a single loop turn.
             self._persisting = True
             try:
-                (result,) = await self._persist([msg])
+                (result,) = await self._inbox.persist([msg])
             finally:
                 self._persisting = False
                 if self._pending_persist:
@@ -325,7 +335,7 @@ class IngestQueue:
                 del self._pending_persist[: len(batch)]
                 self._persisting = True
                 try:
-                    results = await self._persist([m for m, _ in batch])
+                    results = await self._inbox.persist([m for m, _ in batch])
                 except Exception as exc:  # the caller gets the error, the loop lives on
                     for _, fut in batch:
                         if not fut.done():
@@ -409,9 +419,9 @@ class IngestQueue:
 
     async def _run(self, batch: Batch) -> None:
         started = time.monotonic()
+        error: Exception | None = None
         try:
             await self._process(batch)
-            ok = True
         except asyncio.CancelledError:
             batch.extraction_done()
             batch.set_active(False)
@@ -421,28 +431,42 @@ class IngestQueue:
                     job.done.set_result(False)
             self._in_flight -= len(batch)
             raise
-        except Exception:
+        except Exception as exc:
             log.exception("ingest batch of %d failed", len(batch))
             self.stats.failed_batches += 1
-            ok = False
+            error = exc
         batch.extraction_done()
         batch.set_active(False)
+        if error is not None:
+            # Its unwritten messages wait for a retry, logged: no restart needed.
+            try:
+                await self._inbox.batch_failed(batch, error)
+            except Exception:
+                log.exception("could not record the failed batch")
         # Jobs the processor did not get to write (it failed, or it did not
         # set ``written``) let their authors' successors through only after
         # their own predecessors wrote.
         await release_in_order(batch)
         self.stats.batches += 1
         self.stats.processing_ms_total += (time.monotonic() - started) * 1000
+        retrying = error is not None
         for job in batch:
             self._known.pop(job.msg.id, None)
             if self._author_tail.get(job.author_key) is job:
                 del self._author_tail[job.author_key]
-            self._remember_done(job.msg.id, ok)
+            ok = job.outcome in ("done", "skipped")
+            # A message waiting for a retry is not remembered: submitting it
+            # again (a re-import) queues it again.
+            if job.outcome in FINAL:
+                self._remember_done(job.msg.id, ok)
+            retrying = retrying or job.outcome == "retry"
             if not job.done.done():
                 job.done.set_result(ok)
-        if ok:
-            self.stats.processed += len(batch)
+            if ok:
+                self.stats.processed += 1
         self._in_flight -= len(batch)
+        if retrying:
+            self._inbox.retry_scheduled()
         self._changed.set()
 
     def _remember_done(self, message_id: str, ok: bool) -> None:

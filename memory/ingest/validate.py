@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from memory.clock import normalise_iso
+from memory.clock import OutsideDiscordEra, normalise_iso
 from memory.errors import InvalidInput
 from memory.models import IncomingMessage
 
@@ -56,7 +56,9 @@ def validate_message(msg: IncomingMessage, *, max_chars: int = 2000) -> Incoming
         raise InvalidInput(f"unknown source {msg.source!r}")
     try:
         created_at = normalise_iso(str(msg.created_at))
-    except (ValueError, TypeError) as exc:
+    except OutsideDiscordEra as exc:
+        raise InvalidInput(f"created_at {exc}: {str(msg.created_at)[:40]!r}") from exc
+    except (ValueError, TypeError, OverflowError) as exc:
         raise InvalidInput(f"created_at {str(msg.created_at)[:40]!r} is not ISO-8601") from exc
     name = repair_text(msg.author_name or "", 100).replace("\n", " ").strip() or author_id
     content = repair_text(msg.content or "", max_chars)

@@ -184,6 +184,8 @@ class AdminOps:
             "candidates_rejected": p.candidates_rejected,
             "guard_refused": p.guard_refused,
             "journal_errors": p.journal_errors,
+            "ingest_retries_scheduled": p.retries_scheduled,
+            "ingest_failed": p.messages_failed,
             "embedding_calls": e.calls,
             "embedding_errors": e.errors,
             "embedding_backlog": self._embeddings.backlog,
@@ -212,8 +214,22 @@ class AdminOps:
                 warnings.append(f"{missing} active facts have no vector for {model} yet")
         if self._queue.stats.dropped:
             warnings.append(f"{self._queue.stats.dropped} messages dropped by queue overflow")
+        states = counts["message_states"]
+        waiting, failed = int(states.get("retry", 0)), int(states.get("failed", 0))
+        if waiting:
+            warnings.append(
+                f"{waiting} messages wait for a retry of their processing "
+                "(the engine retries them on its own)"
+            )
+        if failed:
+            warnings.append(
+                f"{failed} messages failed processing: `guildlore retry` lists the reasons "
+                "and tries them again"
+            )
         return {
             **counts,
+            "messages_retry": waiting,
+            "messages_failed": failed,
             "sqlite": self._db.versions,
             "embedding_model": model,
             "counters": self.counters(),

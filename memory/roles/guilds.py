@@ -9,7 +9,7 @@ from typing import Any
 
 from memory.clock import Clock, iso
 from memory.embed.service import GUILD_MODEL_KEY, EmbeddingService
-from memory.guild_settings import GuildSettings, parse_guild_setting, resolve
+from memory.guild_settings import GuildSettings, GuildSettingsCache, parse_guild_setting
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
@@ -18,11 +18,18 @@ log = logging.getLogger(__name__)
 
 
 class GuildOps:
-    def __init__(self, db: Database, embeddings: EmbeddingService, clock: Clock) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embeddings: EmbeddingService,
+        clock: Clock,
+        settings_cache: GuildSettingsCache,
+    ) -> None:
         self._db = db
         self._embeddings = embeddings
         self._clock = clock
-        self._settings: dict[str, GuildSettings] = {}
+        # Shared with the ingest pipeline, so a change applies to both at once.
+        self.settings_cache = settings_cache
         self._background: set[asyncio.Task[Any]] = set()
 
     # -- guilds, members, channels -------------------------------------------------------
@@ -65,12 +72,7 @@ class GuildOps:
 
     async def settings(self, guild_id: str) -> GuildSettings:
         """Resolved per-guild settings (cached; the cache is updated on every change)."""
-        found = self._settings.get(guild_id)
-        if found is None:
-            stored = await self._db.read(store_ops.get_guild_settings, guild_id)
-            found = resolve(stored)
-            self._settings[guild_id] = found
-        return found
+        return await self.settings_cache.get(guild_id)
 
     async def raw_settings(self, guild_id: str) -> dict[str, str]:
         """What is stored (no defaults): the dashboard shows stored and effective values."""
@@ -104,7 +106,7 @@ class GuildOps:
             )
 
         await self._db.write(work)
-        self._settings.pop(guild_id, None)
+        self.settings_cache.invalidate(guild_id)
         if key == GUILD_MODEL_KEY:
             self._embeddings.set_guild_model(guild_id, value)
             # Vectors of the old model stay (never mixed); fill the new model's.

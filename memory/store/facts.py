@@ -470,3 +470,9 @@ def forget_user(con: Any, guild_id: str, user_id: str, actor: str, now: str) -> 
         now=now,
     )
     return ForgetCounts(len(fact_ids), int(vectors), len(msg_ids), int(traces))
+
+
+def guilds_with_active_facts(con: Any) -> list[str]:
+    return [
+        r[0] for r in con.execute("SELECT DISTINCT guild_id FROM memory_facts WHERE is_active = 1")
+    ]

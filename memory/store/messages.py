@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from memory.models import IncomingMessage, StoredMessage
+from memory.models import FailedMessage, IncomingMessage, StoredMessage
 from memory.store.sql import prefixed, rows_in
 
 MESSAGE_COLUMNS = (
@@ -160,10 +160,119 @@ def finish_message(
     """Record the outcome of processing one message (and that its journal line
     is written), in the transaction that wrote its facts."""
     con.execute(
-        "UPDATE messages SET state = ?, state_reason = ?, processed_at = ?, "
+        "UPDATE messages SET state = ?, state_reason = ?, processed_at = ?, retry_at = NULL, "
         "attempts = attempts + 1, journaled = max(journaled, ?) WHERE id = ?",
         (state, reason, processed_at, int(journaled), message_id),
     )
+
+
+# -- failures: waiting for a retry ('retry') or given up ('failed') --------------------
+
+
+def failed_attempts(con: Any, message_id: str) -> int:
+    row = con.execute("SELECT failed_attempts FROM messages WHERE id = ?", (message_id,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def record_failure(
+    con: Any,
+    message_id: str,
+    state: str,
+    reason: str,
+    processed_at: str,
+    retry_at: str | None,
+    *,
+    journaled: bool = False,
+) -> None:
+    """A failed processing attempt: ``state`` is 'retry' (due at ``retry_at``) or 'failed'."""
+    con.execute(
+        "UPDATE messages SET state = ?, state_reason = ?, processed_at = ?, retry_at = ?, "
+        "attempts = attempts + 1, failed_attempts = failed_attempts + 1, "
+        "journaled = max(journaled, ?) WHERE id = ?",
+        (state, reason[:500], processed_at, retry_at, int(journaled), message_id),
+    )
+
+
+def due_retries(
+    con: Any, now: str, limit: int, after_seq: int = 0
+) -> list[tuple[int, StoredMessage]]:
+    # The retry loop asks often; through the partial index, the answer costs
+    # what is due, not a scan of the table.
+    rows = con.execute(
+        f"SELECT seq, {MESSAGE_COLUMNS} FROM messages INDEXED BY messages_retry_due "
+        "WHERE state = 'retry' AND retry_at <= ? AND seq > ? ORDER BY seq LIMIT ?",
+        (now, after_seq, limit),
+    ).fetchall()
+    return [(int(r["seq"]), row_to_message(r)) for r in rows]
+
+
+def next_retry_after(con: Any, now: str) -> str | None:
+    """When the next retry not yet due is due (None: none waits)."""
+    row = con.execute(
+        "SELECT min(retry_at) FROM messages WHERE state = 'retry' AND retry_at > ?", (now,)
+    ).fetchone()
+    return row[0] if row else None
+
+
+def failed_messages(
+    con: Any, guild_id: str | None, states: Sequence[str], limit: int
+) -> list[FailedMessage]:
+    marks = ",".join("?" * len(states))
+    args: list[Any] = [*states]
+    where = ""
+    if guild_id is not None:
+        where = " AND guild_id = ?"
+        args.append(guild_id)
+    rows = con.execute(
+        "SELECT id, guild_id, channel_id, author_name, created_at, content, state, "
+        "state_reason, failed_attempts, retry_at FROM messages INDEXED BY messages_unfinished "
+        f"WHERE state IN ({marks}) AND state != 'done'{where} ORDER BY seq LIMIT ?",
+        (*args, limit),
+    ).fetchall()
+    return [
+        FailedMessage(
+            id=r["id"],
+            guild_id=r["guild_id"],
+            channel_id=r["channel_id"],
+            author_name=r["author_name"],
+            created_at=r["created_at"],
+            content=r["content"],
+            state=r["state"],
+            reason=r["state_reason"],
+            attempts=int(r["failed_attempts"]),
+            retry_at=r["retry_at"],
+        )
+        for r in rows
+    ]
+
+
+def requeue_failed(con: Any, now: str, guild_id: str | None = None) -> int:
+    """Give failed messages a fresh set of attempts, due now; how many."""
+    where = "" if guild_id is None else " AND guild_id = ?"
+    cur = con.execute(
+        "UPDATE messages INDEXED BY messages_unfinished SET state = 'retry', retry_at = ?, "
+        f"failed_attempts = 0 WHERE state = 'failed' AND state != 'done'{where}",
+        (now,) if guild_id is None else (now, guild_id),
+    )
+    return int(cur.rowcount)
+
+
+def unfinished_counts(con: Any, guild_ids: Sequence[str] | None = None) -> dict[str, int]:
+    """Messages per state other than done and skipped (of ``guild_ids``, or
+    all): pending, dropped, retry, failed. Through the partial index of
+    unfinished rows, so it costs what is unfinished, not the table."""
+    where = ""
+    args: list[Any] = []
+    if guild_ids is not None:
+        where = f" AND guild_id IN ({','.join('?' * len(guild_ids))})"
+        args = list(guild_ids)
+    rows = con.execute(
+        "SELECT state, count(*) FROM messages INDEXED BY messages_unfinished "
+        "WHERE state IN ('pending', 'dropped', 'retry', 'failed') AND state != 'done'"
+        f"{where} GROUP BY state",
+        args,
+    )
+    return {r[0]: int(r[1]) for r in rows}
 
 
 def mark_journaled(con: Any, ids: Sequence[str]) -> None:
@@ -171,12 +280,15 @@ def mark_journaled(con: Any, ids: Sequence[str]) -> None:
 
 
 def unfinished_messages(
-    con: Any, limit: int, after_seq: int = 0
+    con: Any, limit: int, after_seq: int = 0, states: Sequence[str] = ("pending", "dropped")
 ) -> list[tuple[int, StoredMessage]]:
+    marks = ",".join("?" * len(states))
+    # Through the partial index of unfinished rows: a scan in seq order
+    # would read the whole table when (as usual) nothing is unfinished.
     rows = con.execute(
-        f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE state IN ('pending', 'dropped') "
-        "AND seq > ? ORDER BY seq LIMIT ?",
-        (after_seq, limit),
+        f"SELECT seq, {MESSAGE_COLUMNS} FROM messages INDEXED BY messages_unfinished "
+        f"WHERE state IN ({marks}) AND state != 'done' AND seq > ? ORDER BY seq LIMIT ?",
+        (*states, after_seq, limit),
     ).fetchall()
     return [(int(r["seq"]), row_to_message(r)) for r in rows]
 

@@ -259,12 +259,26 @@ def m005_operator_sessions(con: Any) -> None:
     )
 
 
+def m006_message_retry(con: Any) -> None:
+    # A message whose processing failed waits in state 'retry' until
+    # retry_at; failed_attempts counts the failures (processing attempts of
+    # any outcome stay in ``attempts``).
+    con.executescript(
+        """
+        ALTER TABLE messages ADD COLUMN failed_attempts INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE messages ADD COLUMN retry_at TEXT;
+        CREATE INDEX messages_retry_due ON messages (retry_at) WHERE state = 'retry';
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     ("m001_core", m001_core),
     ("m002_fts", m002_fts),
     ("m003_vectors_traces_settings", m003_vectors_traces_settings),
     ("m004_fts_secure_delete", m004_fts_secure_delete),
     ("m005_operator_sessions", m005_operator_sessions),
+    ("m006_message_retry", m006_message_retry),
 ]
 
 

@@ -292,3 +292,18 @@ def health_counts(con: Any) -> dict[str, Any]:
         "message_states": states,
         "vectors": vector_counts(con),
     }
+
+
+def facts_without_vector(con: Any, default_model: str | None) -> int:
+    """Active facts with no vector for their guild's embedding model (the
+    guild's ``embedding_model`` setting, else ``default_model``; guilds with
+    neither are not counted)."""
+    row = con.execute(
+        "SELECT count(*) FROM memory_facts f "
+        "LEFT JOIN guild_settings s ON s.guild_id = f.guild_id AND s.key = 'embedding_model' "
+        "WHERE f.is_active = 1 AND coalesce(nullif(trim(s.value), ''), ?) IS NOT NULL "
+        "AND NOT EXISTS (SELECT 1 FROM memory_fact_vectors v WHERE v.fact_id = f.id "
+        "AND v.model = coalesce(nullif(trim(s.value), ''), ?))",
+        (default_model, default_model),
+    ).fetchone()
+    return int(row[0])
