@@ -35,7 +35,7 @@ async def _state(mem: Any, message_id: str) -> str | None:
 
 
 async def _facts(mem: Any, subject: str = ALICE) -> list[str]:
-    return [f.fact for f in await mem.list_facts(GUILD, subject=subject, limit=100)]
+    return [f.fact for f in await mem.facts.find(GUILD, subject=subject, limit=100)]
 
 
 async def _llm_memory(make_memory: Any, fake: FakeOpenAI, clock: Any, **ingest: Any) -> Any:
@@ -75,7 +75,7 @@ async def test_failed_extraction_waits_for_a_retry_and_then_gets_its_facts(
     assert waiting.id == m.id and waiting.state == "retry" and waiting.attempts == 1
     assert waiting.retry_at is not None and _seconds(waiting.retry_at, clock.now) == 30
     assert waiting.reason and "extraction failed" in waiting.reason
-    errors = await mem.action_log(kind="memory_extract_error")
+    errors = await mem.admin.action_log(kind="memory_extract_error")
     assert errors and m.id in str(errors[0].detail)
     # The journal line is written once, whatever the extraction does.
     assert "sailing boats" in mem.journal.daily_files()[0].read_text()
@@ -117,10 +117,10 @@ async def test_back_off_doubles_and_gives_up_at_the_cap(
     assert failed.attempts == 3 and failed.retry_at is None
     assert failed.reason and "gave up after 3 attempts" in failed.reason and "503" in failed.reason
     # Shown to the operator, with the way out.
-    health = await mem.health()
+    health = await mem.admin.health()
     assert health["messages_failed"] == 1 and not health["ok"]
     assert any("guildlore retry" in w for w in health["warnings"])
-    assert mem.counters()["ingest_failed"] >= 1
+    assert mem.admin.counters()["ingest_failed"] >= 1
 
     # No further attempts on its own, however long it waits ...
     calls = len(fake_openai.chat_requests())
@@ -218,7 +218,7 @@ async def test_a_row_with_an_unusable_timestamp_fails_alone(
     assert sorted(await _facts(mem)) == sorted(f"Alice said {m.content[:-1]}." for m in good)
     [failed] = await mem.inbox.failures()
     assert failed.id == bad.id and failed.reason and "999-05-01" in failed.reason
-    log = await mem.action_log(kind="bot_error")
+    log = await mem.admin.action_log(kind="bot_error")
     assert any(bad.id in e.message for e in log)
     await mem.close()
 
@@ -265,7 +265,7 @@ async def test_a_message_whose_write_fails_does_not_take_its_batch_down(
     assert await _facts(mem) == ["Alice said I sing in a choir."]
     [failed] = await mem.inbox.failures()
     assert failed.reason and "poisoned fact" in failed.reason
-    log = await mem.action_log(kind="bot_error")
+    log = await mem.admin.action_log(kind="bot_error")
     assert any(outs[1].message_id in e.message for e in log)
 
     # The operator fixes the cause and retries it.
@@ -292,7 +292,7 @@ async def test_a_failed_batch_is_logged_and_retried_without_a_restart(
     )
     m = msg("I climb sea cliffs in Cornwall.")
     assert await (await mem.ingest_message(m)).wait() is False
-    log = await mem.action_log(kind="bot_error")
+    log = await mem.admin.action_log(kind="bot_error")
     assert any(
         "memory_ingest_batch_failed" in e.message and "extractor bug" in e.message for e in log
     )
