@@ -39,6 +39,9 @@ extras="."
 stamp=".venv/.guildlore-installed-$(sha256sum pyproject.toml | cut -c1-16)-$WITH_TESTS"
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e "$extras"
+  # setuptools reports every editable install with an "informational"
+  # warning (a folder named like the package may shadow it: here that folder
+  # IS the package, on purpose); silence that one message, nothing else.
+  PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q -e "$extras"
   touch "$stamp"
 fi
