@@ -28,14 +28,12 @@ sample guild. Writes bench/results/faults.json and prints a table.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +42,10 @@ if str(ROOT) not in sys.path:  # run as a script: make the project importable
     sys.path.insert(0, str(ROOT))
 
 from bench._common import loadavg, print_table, write_json  # noqa: E402
-from memory.embed.local import OPENAI_DEFAULT_MODEL  # noqa: E402
+from memory.embed.remote import OPENAI_DEFAULT_MODEL  # noqa: E402
 from memory.store import ops as store_ops  # noqa: E402
 from memory.store import sqlite  # noqa: E402
+from tests.fakeopenai import server_process  # noqa: E402
 
 DEFAULT_EXPORT = ROOT / "tests" / "data" / "vesuvius-papyrology.json"
 SAMPLE = ROOT / "bot" / "data" / "sample_guild.json"
@@ -55,22 +54,6 @@ FAULT_TIMEOUT_S = 2.0  # a timeout fault outlasts the client's timeout
 # Shorter than the default (30 s), so the running import retries some
 # messages itself; those failing in its last seconds are left to the re-import.
 RETRY_BASE_S = 2.0
-
-
-@contextlib.contextmanager
-def fake_server(*flags: str) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakeopenai", "--echo-facts", *flags],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def guildlore(
@@ -154,7 +137,7 @@ def main() -> int:
     retries = args.llm_retries
     load_before = loadavg()
 
-    with fake_server() as url:
+    with server_process() as url:
         code_h, healthy, took_h = guildlore(
             "import",
             work / "healthy",
@@ -165,7 +148,7 @@ def main() -> int:
         )
     flags = ["--fault-rate", str(args.fault_rate), "--fault-seed", str(args.seed)]
     flags += ["--fault-timeout", str(FAULT_TIMEOUT_S)]
-    with fake_server(*flags) as url:
+    with server_process(*flags) as url:
         code_f, faulty, took_f = guildlore(
             "import",
             work / "faulty",
@@ -176,7 +159,7 @@ def main() -> int:
         )
     after_faults = inspect(work / "faulty")
     retry_run: dict[str, Any] | None = None
-    with fake_server() as url:
+    with server_process() as url:
         code_r, recovered, took_r = guildlore(
             "import",
             work / "faulty",

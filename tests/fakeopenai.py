@@ -49,14 +49,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import hashlib
 import inspect
 import json
 import random
 import re
+import subprocess
+import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -687,6 +690,24 @@ class FakeOpenAI:
         self.script_transcription(*entries("transcriptions"))
         if "latency" in data:
             self.latency_s = float(data["latency"])
+
+
+@contextlib.contextmanager
+def server_process(*flags: str) -> Iterator[str]:
+    """The fake server in a process of its own (``--echo-facts`` plus ``flags``, see
+    ``main``), for a real CLI subprocess to call; yields its base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakeopenai", "--echo-facts", *flags],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 @pytest_asyncio.fixture

@@ -10,9 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,7 @@ import pytest
 
 from bot.cli import main as cli_main
 from memory.store import sqlite
+from tests.fakeopenai import server_process
 
 ROOT = Path(__file__).resolve().parents[1]
 GUILD = "1300000000000000001"
@@ -51,22 +49,6 @@ def _export(path: Path) -> Path:
     }
     path.write_text(json.dumps(doc), encoding="utf-8")
     return path
-
-
-@contextlib.contextmanager
-def _fake_server(*flags: str) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakeopenai", "--echo-facts", *flags],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _cli(*args: str) -> tuple[int, str]:
@@ -113,7 +95,7 @@ def test_an_outage_leaves_the_import_incomplete_and_the_same_import_finishes_it(
 ) -> None:
     export = _export(tmp_path / "export.json")
     data = tmp_path / "data"
-    with _fake_server("--fault-rate", "1", "--fault-timeout", "3") as url:
+    with server_process("--fault-rate", "1", "--fault-timeout", "3") as url:
         llm_env.setenv("OPENAI_BASE_URL", url)
         code, first = _import(data, export)
     assert code == 3, first
@@ -130,7 +112,7 @@ def test_an_outage_leaves_the_import_incomplete_and_the_same_import_finishes_it(
     code, listing = _cli("retry", "--list", "--data-dir", str(data))
     assert code == 3 and listing.count("reason: extraction failed") == 4
 
-    with _fake_server() as url:
+    with server_process() as url:
         llm_env.setenv("OPENAI_BASE_URL", url)
         code, second = _import(data, export)
     assert code == 0, second
@@ -152,14 +134,14 @@ def test_retry_brings_back_messages_that_gave_up(
     export = _export(tmp_path / "export.json")
     data = tmp_path / "data"
     llm_env.setenv("GUILDLORE_INGEST_RETRY_MAX_ATTEMPTS", "1")
-    with _fake_server("--fault-rate", "1") as url:
+    with server_process("--fault-rate", "1") as url:
         llm_env.setenv("OPENAI_BASE_URL", url)
         code, first = _import(data, export)
         assert code == 3 and first["failed"] == 4 and first["waiting_retry"] == 0
         # Failed messages are not retried by a re-import: they wait for an operator.
         code, again = _import(data, export)
         assert code == 3 and again["already_imported"] == len(TEXTS)
-    with _fake_server() as url:
+    with server_process() as url:
         llm_env.setenv("OPENAI_BASE_URL", url)
         code, text = _cli(
             "retry", "--data-dir", str(data), "--extractor", "llm", "--embeddings", "none",
