@@ -79,7 +79,7 @@ def cycle(items: Sequence[Any]) -> Iterator[Any]:
 
 def loadavg() -> list[float] | None:
     """The 1/5/15-minute load averages, rounded; None where the OS has none.
-    Printed beside timings: on a shared 2-core machine they move with it."""
+    Printed beside timings: on a shared machine timings move with the load."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:

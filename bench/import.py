@@ -9,7 +9,7 @@ rule extractor, local MiniLM embeddings, journal, facts and vectors, timed
 in two stages: "ready" — every message processed (journal, facts, FTS) and
 every fact embedded — and "all" — every message embedded as well (the import
 embeds message vectors after the facts; see ``memory.importer.session``).
-Target: ≥ 300 messages/s on the project's 2-core machine; both are reported.
+Target: ≥ 300 messages/s on two CPU cores; both stages are reported.
 
 The breakdown runs the same import with embeddings off (everything but the
 vectors) and times the embedding model alone on the same texts, so a miss

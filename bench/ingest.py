@@ -9,7 +9,7 @@ default the one in tests/data), each submitted
 as its own task the way discord.py dispatches gateway events, through the
 default offline stack (rule extractor, local MiniLM embeddings). Ack = the
 time ``ingest_message`` takes to return: the message is durable in SQLite and
-queued. Overflow beyond the 400-job queue is expected here (SPEC §3: the
+queued. Overflow beyond the 400-job queue is expected here (by design the
 oldest queued job is dropped, its row stays and is replayed); the run reports
 how many, and how long until every message was processed anyway.
 
@@ -25,7 +25,7 @@ Both parts also sample the size of the database's ``-wal`` file every 10 ms
 and report its peak beside the database's size at the end: the WAL must stay
 bounded under sustained ingest (``memory.store.db``).
 
-Targets (issue): ack p99 ≤ 5 ms; at 1 s LLM latency, 30 msg/s sustained for
+Targets: ack p99 ≤ 5 ms; at 1 s LLM latency, 30 msg/s sustained for
 2 minutes with zero drops. Writes bench/results/ingest.json and prints tables.
 """
 

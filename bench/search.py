@@ -33,8 +33,8 @@ Timed per size, over ``--queries`` generated member questions × ``--rounds``:
 The three baselines run on their own connection, in a pass of their own
 after each round of searches and slices (not interleaved query by query:
 OpenBLAS helper threads spin on after a product and would slow the next
-search), so every column sees about the same machine load. On a shared 2-core
-machine that load moves a lot: the 1-min load average at the start of each
+search), so every column sees about the same machine load. On a shared machine
+that load moves a lot: the 1-min load average at the start of each
 size is printed, and the JSON also has the process CPU time per search.
 
 Query embedding is excluded: every query is run once untimed first, which

@@ -23,7 +23,7 @@ COMMANDS: dict[str, str] = {
     "snapshot": "Regenerate and print MEMORY.md.",
     "reindex": "Embed every fact and message that has no vector for its guild's model.",
     "retry": "Process again the messages whose processing failed (--list: show why).",
-    "bench": "Run a benchmark (locomo).",
+    "bench": "Run a retrieval benchmark (locomo or longmemeval).",
     "doctor": "Check the installation and configuration, and explain what is wrong.",
 }
 

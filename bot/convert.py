@@ -65,7 +65,7 @@ def names_of(message: discord.Message) -> tuple[str, str | None, dict[str, str],
     )
 
 
-# -- visibility (SPEC §9): which channels' memory may be shown to whom ------------------------
+# -- visibility: which channels' memory may be shown to whom --------------------------------
 
 
 def _can_read(channel: Any, who: discord.Member | discord.Role) -> bool:

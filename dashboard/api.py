@@ -1,4 +1,5 @@
-"""JSON API handlers (contract: SPEC §11 and issue #5).
+"""JSON API handlers: snapshot, search, facts (read, edit, delete, history),
+traces, health, guilds and members, settings, CSRF token and metrics.
 
 Every success is ``{"ok": true, …}``; every error is ``{"ok": false, "error",
 "status"}`` (middlewares.py). Facts are guild-scoped: each fact route needs

@@ -94,7 +94,7 @@ class DashboardConfig:
         return is_loopback(self.host)
 
     def check_bind(self) -> None:
-        """Refuse to serve an open dashboard beyond this machine (SPEC §9)."""
+        """Refuse to serve the dashboard beyond loopback without an operator token."""
         if self.token is None and not self.loopback_only:
             raise ConfigError(
                 f"refusing to serve the dashboard on {self.host!r} without DASHBOARD_TOKEN: "

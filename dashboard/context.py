@@ -49,7 +49,9 @@ ACTION_KINDS = (
     "voice_error",
 )
 OPERATOR = "operator"
-MAX_FACT_CHARS = 190  # SPEC §2; the engine would cut longer text, an operator edit is refused
+# The engine's limit on a fact's text: it would cut longer text; an operator edit
+# is refused instead.
+MAX_FACT_CHARS = 190
 
 
 def memory_of(request: web.Request) -> Memory:
@@ -100,7 +102,8 @@ async def default_guild(mem: Memory, query: Mapping[str, Any], name: str = "guil
 
 
 async def search_context(request: web.Request) -> dict[str, Any]:
-    """Strict hybrid search (SPEC §11). Missing ``q`` or ``guildId``: an empty result."""
+    """Strict hybrid search (only hits that pass the relevance gate). Missing ``q`` or
+    ``guildId``: an empty result, not an error."""
     q = request.query
     cfg = request.app[CONFIG]
     guild = params.snowflake(q, "guildId")

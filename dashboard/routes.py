@@ -33,7 +33,7 @@ ROUTES: tuple[web.RouteDef, ...] = (
     web.post("/login", pages.login_post, name="login-post"),
     web.post("/logout", pages.logout, name="logout"),
     web.post("/logout/everywhere", pages.logout_everywhere, name="logout-everywhere"),
-    # JSON API (SPEC §11 + issue #5)
+    # JSON API: every answer is JSON, errors as {"ok": false, "error", "status"}
     web.get("/api/memory", api.get_snapshot, name="api-memory"),
     web.post("/api/memory/refresh", api.refresh_snapshot, name="api-memory-refresh"),
     web.get("/api/memory/search", api.search, name="api-search"),

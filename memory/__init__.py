@@ -2,8 +2,23 @@
 
 This facade is the only door: bot/, dashboard/ and evals/ import
 ``from memory import <name>`` for the names in ``__all__`` and nothing else
-(tests/test_architecture.py checks it). ``Memory`` is the engine; its
-operator side is ``memory.facts``, ``.traces``, ``.guilds`` and ``.admin``.
+(tests/test_architecture.py checks it).
+
+``Memory`` (memory/engine.py) is the engine. It composes the database
+(``store``), the durable inbox and the ingest queue with its batch pipeline
+(``ingest``), the extractor (``extract``), the embedding service (``embed``),
+the retriever (``retrieval``), the journal and the ``MEMORY.md`` snapshot,
+and exposes ingest, search, the prompt slice, lore, forget and the snapshot
+as async methods. The rest is composed as attributes, one object per
+concern: ``facts``, ``traces``, ``guilds`` and ``admin`` (memory/roles/),
+``sessions`` (dashboard logins) and ``inbox`` (unfinished and failed
+messages).
+
+Beside it the facade exports the configuration dataclasses, the value types
+of ``memory.models``, the errors, the guild settings' declaration, the
+importer's entry points, the reply flow (``compose_reply``, ``ChatModel``),
+the offline ``RuleExtractor``, the installation checks behind
+``guildlore doctor``, and the client, clock and throttle helpers.
 """
 
 from memory.clients import Clients, build_clients

@@ -1,4 +1,4 @@
-"""Engine settings: frozen dataclasses with the defaults of SPEC.md.
+"""Engine settings: frozen dataclasses holding every default the engine uses.
 
 The bot's settings declaration (bot/settings.py) validates user input and
 builds a ``MemoryConfig``; the engine itself never reads the environment.

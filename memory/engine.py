@@ -4,7 +4,8 @@ It owns the database, the ingest queue and its workers, the journal, the
 snapshot refresher and the embedding worker, and exposes ingest, retrieval,
 lore, forget, the snapshot and the journal as async methods. The operator's
 side is composed, one object per concern: ``facts``, ``traces``, ``guilds``
-and ``admin`` (memory/roles/).
+and ``admin`` (memory/roles/), ``sessions`` (dashboard logins) and ``inbox``
+(the durable inbox: unfinished and failed messages).
 """
 
 from __future__ import annotations

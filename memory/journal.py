@@ -88,7 +88,8 @@ def format_line(
     channel_id: str,
     content: str,
 ) -> str:
-    """The exact journal line for one message (SPEC §5), without newline."""
+    """The exact journal line for one message, without newline; ``|``, CR and LF are
+    stripped from the fields so a line always parses back (``parse_line``)."""
     return (
         f"- {iso(parse_iso(time_iso))} | {clean_field(author_name)} ({clean_id(author_id)}) | "
         f"[guild:{clean_id(guild_id)} channel:{clean_id(channel_id)}] {clean_field(content)}"

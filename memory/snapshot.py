@@ -363,7 +363,7 @@ class SnapshotRefresher:
 
     ``request()`` must be called on the event loop's thread. A request that
     arrives while a render runs causes exactly one more render after it
-    (the seed dropped it, leaving a stale snapshot until the next timer).
+    (dropping it would leave a stale snapshot until the next timer).
     """
 
     def __init__(self, render: Callable[[], Awaitable[None]], debounce_s: float = 1.0) -> None:

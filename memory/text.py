@@ -1,6 +1,7 @@
 """Text normalisation shared by the guards, the snapshot, scoring and retrieval.
 
-``compact`` and ``tokens`` implement SPEC §4's "compact" form. Tokenisation is
+``compact`` (lowercase, URLs and custom emoji dropped, non-alphanumerics to
+spaces) and ``tokens`` are the forms that grounding and lexical scoring compare. Tokenisation is
 Unicode-aware: letters and digits of any script count. Scripts written without
 spaces (Han, Kana, Hangul, Thai …) are split into overlapping character
 bigrams, so "我住在东京" and "他住在东京" share tokens the way English words do.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs everything guildlore needs on a fresh Debian machine of this kind:
+# Installs everything guildlore needs on a fresh Debian machine:
 # system libraries (apt) and a virtualenv in .venv with the project and its extras.
 # Safe to run again: every step is idempotent.
 set -euo pipefail

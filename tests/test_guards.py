@@ -1,4 +1,5 @@
-"""memory.guards: SPEC §3 cleaning and the §4 filters."""
+"""memory.extract.guards: message cleaning and the candidate filters (normalisation,
+injection rejection, grounding)."""
 
 from __future__ import annotations
 

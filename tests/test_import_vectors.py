@@ -115,8 +115,8 @@ async def test_ctrl_c_while_embedding_messages_stops_and_reindex_finishes(
 async def test_import_embeds_at_normal_priority_and_live_work_stays_niced(
     make_memory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Beside two busy processes a nice-10 thread gets a tenth of a core: the
-    # demo took 63 s instead of 7 while its import's embedding ran niced.
+    # Beside busy processes a nice-10 thread gets about a tenth of a core, so
+    # an import (a foreground command) must not embed niced; live work must.
     import os
     import threading
 

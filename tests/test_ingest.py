@@ -116,9 +116,9 @@ async def test_overflow_drops_oldest_counts_logs_and_keeps_row(make_memory: Any)
 async def test_overflow_catch_up_runs_while_the_start_up_replay_is_still_reading(
     make_memory: Any,
 ) -> None:
-    # CI once lost dropped rows: a drop seen while the start-up replay was
-    # still running scheduled no catch-up, and that replay had read the rows
-    # before they were marked dropped.
+    # A drop seen while the start-up replay is still running must schedule a
+    # catch-up of its own: the replay may have read the rows before they were
+    # marked dropped, and would otherwise leave them unprocessed.
     gate = asyncio.Event()
     mem = await make_memory(
         extractor=GatedExtractor(gate, echo_fact),

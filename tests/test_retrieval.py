@@ -1,4 +1,4 @@
-"""Retrieval (SPEC §6) end to end on a real engine: whole-guild candidates,
+"""Retrieval end to end on a real engine: whole-guild candidates,
 strict search vs the prompt slice, guild isolation, FTS safety, visibility,
 messages, lazy back-fill. The gate cases and the channel scores as pure
 functions are in tests/test_scoring.py; here they are checked through search.

@@ -151,7 +151,7 @@ def test_shared_part_runs_once_on_whichever_thread_claims_it() -> None:
 
 def test_median_follows_a_compaction_back_to_an_earlier_row_count() -> None:
     # The cached median is keyed on (rows, dead rows); a compaction can bring
-    # back an earlier pair with other ids, which used to return the old median.
+    # back an earlier pair with other ids, and the median must follow the rows.
     from memory.retrieval.vector_index import GuildMatrix
 
     m = GuildMatrix("facts", "model", GUILD, dims=2)

@@ -1,4 +1,4 @@
-"""memory.scoring: SPEC §6 signals, fusion, gate and ranking (pure functions)."""
+"""memory.retrieval.scoring: signals, fusion, the relevance gate and ranking (pure functions)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def parts(lex: float, sem: float | None, combined: float) -> ScoreParts:
     )
 
 
-# -- the seed's gate cases ----------------------------------------------------------
+# -- gate cases at and around each threshold ----------------------------------------
 
 
 @pytest.mark.parametrize(

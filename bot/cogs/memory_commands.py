@@ -5,7 +5,7 @@ member, …) returning an ``Answer``; the slash-command handlers only adapt
 interactions to them. That keeps them testable with real discord.py objects
 (dpytest does not dispatch app commands) and keeps the cog thin.
 
-Privacy (SPEC §9): answers show memory only from channels the asking member can
+Privacy: answers show memory only from channels the asking member can
 read, and answers about people are ephemeral.
 """
 

@@ -1,6 +1,6 @@
 """``guildlore search QUERY --guild ID``: the strict hybrid search, from a terminal.
 
-The same search as ``/memory search`` and ``GET /api/memory/search`` (SPEC §6):
+The same search as ``/memory search`` and ``GET /api/memory/search``:
 only hits that pass the relevance gate, possibly none. Operators see every
 channel (no visibility filter). ``--json`` prints the hits in the API's shape.
 """
@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def hit_json(hit: Hit) -> dict[str, Any]:
-    """A hit in the dashboard API's field names (SPEC §11)."""
+    """A hit in the field names of ``GET /api/memory/search`` (the dashboard API)."""
     parts = hit.parts.as_dict()
     return {
         "kind": hit.kind,

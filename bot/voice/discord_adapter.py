@@ -98,8 +98,9 @@ class DaveLayer:
         data = bytes(self._transport(packet))
         self._bump("frames")
         if packet.payload != OPUS_PAYLOAD_TYPE:
-            # Video/RTX on an audio socket (voice-recv #49): silence never
-            # reaches a decoder for an unknown SSRC, and does no harm for a known one.
+            # Video/RTX on an audio socket (discord-ext-voice-recv issue #49 on
+            # GitHub): silence never reaches a decoder for an unknown SSRC, and
+            # does no harm for a known one.
             self._bump("not_audio")
             return OPUS_SILENCE
         session = getattr(self._vc._connection, "dave_session", None)
@@ -146,7 +147,7 @@ def harden_opus_decoding() -> bool:
 
     Without this, ``OpusError: corrupted stream`` escapes
     ``PacketRouter.run`` and stops receiving for every speaker
-    (voice-recv #43/#49/#57). Idempotent; returns True when it patched.
+    (discord-ext-voice-recv GitHub issues #43, #49, #57). Idempotent; returns True when it patched.
     """
     original = PacketDecoder._decode_packet
     if getattr(original, _HARDENED, False):

@@ -406,7 +406,7 @@ def dave_health(receive: dict[str, Any], *, min_frames: int = 250) -> str:
     """ "ok", "degraded" or "unknown" from the DAVE layer's counters.
 
     Degraded means most audio frames of known senders could not be
-    decrypted — transcripts would be mostly silence (research §6).
+    decrypted — transcripts would be mostly silence.
     """
     ok = int(receive.get("dave_ok", 0)) + int(receive.get("plain", 0))
     bad = int(receive.get("failed", 0)) + int(receive.get("no_user", 0))

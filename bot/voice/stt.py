@@ -114,8 +114,9 @@ class FasterWhisperTranscriber:
 
     The model loads lazily on first use, inside the worker thread, so
     constructing this object (e.g. at bot start) costs nothing and the
-    ~0.5 s load never blocks the event loop. One worker thread: on a
-    2-core box a second concurrent decode only slows both (research §2.2).
+    ~0.5 s load never blocks the event loop. One worker thread: a decode
+    already spreads over ``cpu_threads`` cores, so a second concurrent decode
+    would only slow both.
     """
 
     def __init__(

@@ -25,7 +25,7 @@ STT_RATE = 16_000
 class VoiceSettings:
     """Endpointing, queue and transcription limits.
 
-    The endpointing defaults are the ones measured in research/voice.md §3:
+    The endpointing defaults follow from how Discord sends audio:
     Discord clients stop sending packets when a user stops talking, so the
     packet-gap timer (``idle_gap_ms``) is the main end-of-turn signal live,
     and the VAD hangover catches pauses inside a continuous stream.

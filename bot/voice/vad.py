@@ -17,7 +17,7 @@ class WebRtcVad:
     """webrtcvad (the ``webrtcvad-wheels`` build) on Discord's native frames.
 
     webrtcvad accepts 48 kHz and 20 ms directly, so no resampling happens
-    per frame (~45 µs each, research/voice.md §3). One instance per speaker:
+    per frame. One instance per speaker:
     the detector keeps state between frames.
     """
 

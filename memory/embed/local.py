@@ -80,11 +80,10 @@ def default_tokenizer_path() -> Path:
 
 
 ENCODE_WINDOW = 2048  # texts tokenised and sorted together
-# Padded tokens per ONNX run. Bigger runs are slower per token on this CPU:
-# the layers' activations (batch × width × 1,536 floats in the feed-forward
-# part) fall out of the cache. Measured on the 2,290 messages of the export in tests/data,
-# best of 3: batches of 32 texts 10.8 s; ≤ 1,024 tokens (≤ 64 texts) 9.1–9.3 s;
-# ≤ 4,096 tokens 10.7 s.
+# Padded tokens per ONNX run. Bigger runs are slower per token: the layers'
+# activations (batch × width × 1,536 floats in the feed-forward part) fall out
+# of the CPU cache; much smaller runs pay the per-call overhead more often.
+# 1,024 was the fastest on the chat export in tests/data (README, Performance).
 BATCH_TOKENS = 1024
 
 
@@ -237,9 +236,9 @@ class LocalMiniLMEmbedder:
         out = np.empty((len(items), self.dims), dtype=np.float32)
         try:
             # Tokenise once, then batch texts of equal token count together:
-            # each batch pads to its longest, and padding is pure waste (sorting
-            # by tokens rather than characters: 200 vs 108 chat messages/s on
-            # 2 cores, measured on the export in tests/data). Padding is on the right,
+            # each batch pads to its longest, and padding is pure waste (token
+            # counts group texts more tightly than character counts do).
+            # Padding is on the right,
             # so cutting a batch's columns to its own longest text is exact.
             # Windows of ENCODE_WINDOW texts bound the padded id arrays of a
             # huge call (a re-index) to a few MB.

@@ -78,8 +78,8 @@ class EmbeddingService:
         self.defer_messages = False
         # Background work runs niced so a live bot's event loop keeps a core.
         # A foreground command (import, demo start-up) has nothing to protect
-        # and turns it off: under other load a nice-10 thread gets a tenth of
-        # a core (the demo took 63 s instead of 7 beside two busy processes).
+        # and turns it off: under other load a nice-10 thread gets about a
+        # tenth of a core, so a niced import would crawl.
         self.low_priority = True
         self._embedders: dict[str, Embedder] = {}
         self._owned: set[str] = set()  # embedders made here (closed here); given ones are not
@@ -239,8 +239,7 @@ class EmbeddingService:
         ids are left to the next re-index)."""
         # A backlog goes in larger calls (up to BACKLOG_CALL_MAX): the local
         # embedder sorts a call by length before padding each inner batch, and
-        # the larger the call, the less padding (1.6× the throughput at 256
-        # than at 64 on chat messages, measured).
+        # the larger the call, the less padding.
         limit = max(self.cfg.batch_size * 2, BACKLOG_CALL_MAX)
         failed = False
         if self._pending_facts:
@@ -459,9 +458,7 @@ class EmbeddingService:
         # make a big back-fill quadratic. A window of rows is sorted by
         # length before it is cut into calls: each call then pads little
         # (the local embedder pads a batch to its longest text), while a
-        # call stays short enough for Ctrl-C to be answered soon (measured
-        # on the real export: 150–175 msg/s this way, 130 with calls of 512 in
-        # message order).
+        # call stays short enough for Ctrl-C to be answered soon.
         after = 0
         while not stopping():
             rows = await self.db.read(

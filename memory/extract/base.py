@@ -1,5 +1,6 @@
 """What every fact extractor shares: the batch item, the protocol, limits, the
-author's name as facts spell it (SPEC §4)."""
+author's name as facts spell it (third person, so "I live in Oslo" becomes
+"<name> lives in Oslo")."""
 
 from __future__ import annotations
 

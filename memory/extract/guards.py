@@ -1,4 +1,4 @@
-"""Safety filters every fact candidate passes before it is stored (SPEC §3, §4).
+"""Safety filters every fact candidate passes before it is stored.
 
 Whatever produced a candidate — an LLM, the offline rules, a lore line from a
 reply — it is normalised, checked for instruction-like content and checked for
@@ -10,8 +10,9 @@ Instruction-like text is refused by ``memory.extract.injection``
 (``instruction_reason``): directive markup, injection vocabulary, override and
 output directives, secrets — after undoing the usual obfuscations.
 
-Grounding (``is_grounded``) is SPEC §4 exactly, on ``memory.text`` tokens
-(Unicode letters and digits; CJK as bigrams).
+Grounding (``is_grounded``): the fact must be found in its source message,
+whole or by enough of its tokens, on ``memory.text`` tokens (Unicode letters
+and digits; CJK as bigrams), so a model cannot store what nobody said.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 def clean_message(text: str, max_chars: int = 320) -> str | None:
-    """SPEC §3 step 1: collapse whitespace, ``|`` → ``/``, trim, drop < 2 chars, cut."""
+    """Clean a message before anything else: collapse whitespace, ``|`` → ``/``, trim, drop < 2 chars, cut."""
     value = _collapse(scrub(text or "").replace("|", "/"))
     if len(value) < 2:
         return None
@@ -133,7 +134,7 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 def is_grounded(fact: str, source: str) -> bool:
-    """SPEC §4: compact containment, or enough of the fact's tokens in the source.
+    """Compact containment, or enough of the fact's tokens in the source.
 
     Enough = ``max(2, ceil(0.45 × n))`` of the fact's first 32 distinct tokens
     of ≥ 3 chars (CJK bigrams always count) found among the source's first 64
@@ -295,7 +296,7 @@ _LORE_LINE_MAX = min(LORE_MAX_CHARS, FACT_MAX_CHARS - len(LORE_PREFIX) - 1)
 
 
 def normalise_lore_line(line: str, source_text: str) -> str | None:
-    """SPEC §3 lore: strip filler and trailing ``.!?``, ≥ 4 chars, cut, guard.
+    """A reply's memory line as a lore fact: strip filler ("remember", "fyi" …) and trailing ``.!?``, ≥ 4 chars, cut, guard.
 
     Returns the fact text ``"Memory line: <line>."`` or None when rejected.
     The line is cut to 176 rather than 180 chars so the whole fact stays within

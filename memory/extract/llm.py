@@ -1,5 +1,6 @@
 """The LLM fact extractor: any OpenAI-compatible chat endpoint, JSON-schema
-output (SPEC §4). The offline alternative is ``rules.extractor.RuleExtractor``.
+output ``{"facts": [{"fact", "type", "confidence", "evidence"}]}`` at
+temperature 0, durable facts about the author only. The offline alternative is ``rules.extractor.RuleExtractor``.
 
 It raises ``ExtractionError`` on failure and returns ``[]`` only when the
 message holds no durable fact. Candidates still go through ``guards``

@@ -3,22 +3,26 @@
 Two formats are accepted, detected from the first byte that is not
 whitespace:
 
-* a DiscordChatExporter (DCE) JSON export, ``{"guild":…, "channel":…,
-  "messages": […], "messageCount": N}`` (every DCE version we know of; see
-  ``shared/data/discord/DCE_JSON_SCHEMA.md``), and
+* a DiscordChatExporter (DCE) JSON export, ``{"guild": {"id", "name", …},
+  "channel": {"id", "type", "name", …}, "messages": […], "messageCount": N}``,
+  one channel per file, whose messages are ``{"id", "type" (a name such as
+  "Default" or "Reply"), "timestamp", "content", "author": {"id", "name",
+  "nickname"?, "isBot"}, "reference"?: {"messageId", "guildId", "type"?},
+  "forwardedMessage"?, …}`` (camelCase; the guild and channel come from the
+  header, not the message), and
 * a raw Discord API message array, ``[{"id", "channel_id", "guild_id"?,
   "author": {…}, "content", "timestamp", "type", "message_reference"?}, …]``
   as a bot or ``GET /channels/{id}/messages`` sees it.
 
 Exports can be hundreds of MB, so nothing here loads a file whole: the
-streaming reader in ``memory.import_parse`` walks the structure around the
+streaming reader in ``memory.importer.parse`` walks the structure around the
 message array by hand and decodes one message object at a time, so memory
 stays bounded by the largest single message object, never the file.
-``memory.import_convert`` turns each object into an ``IncomingMessage`` or a
+``memory.importer.convert`` turns each object into an ``IncomingMessage`` or a
 skip reason, following the decisions below; this module is the public face
 (``iter_export``, ``read_header``, ``iter_paths`` and the record types).
 
-Decisions (SPEC §3, issue #7):
+Decisions:
 
 * **Message types.** Ingested: Default (0), Reply (19), ChatInputCommand (20)
   and ContextMenuCommand (23) — the last two are bot replies to commands and

@@ -1,5 +1,5 @@
 """A queued message (``Job``), the batch a worker processes, and the waits
-that keep each author's writes in order (see ``memory.ingest``)."""
+that keep each author's writes in order (see ``memory.ingest.queue``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Processing one batch of queued messages (SPEC §3 steps 1–8).
+"""Processing one batch of queued messages, from cleaning to the snapshot refresh.
 
 clean → extract (one call per batch, with the guild's ``extract_model``) →
 guards → journal lines and one short write transaction per message (upserts

@@ -172,11 +172,11 @@ class FactSearch:
         a second reader thread now; None to run the query whole.
 
         The FTS query is most of a search at 100k facts: FTS5 computes bm25
-        for every match of the guild (~1 µs each; a query of common words
-        matches 20k+ facts) and SQLite reads each match's fact row to filter
+        for every match of the guild (a query of common words matches tens of
+        thousands of facts) and SQLite reads each match's fact row to filter
         the guild. Both halves use the whole table's statistics, so their
-        merged top ``fts_candidates`` is exactly the whole query's; on two
-        cores the halves (and the KNN product beside them) run at once.
+        merged top ``fts_candidates`` is exactly the whole query's; with a
+        second core free the halves (and the KNN product beside them) run at once.
         """
         match = plan.fact_match
         if vs is None or not match:

@@ -1,4 +1,5 @@
-"""Pure ranking functions: the signals of SPEC §6, their fusion and the gate.
+"""Pure ranking functions: the per-fact signals (lexical, semantic, confidence,
+recency, channel, BM25), their weighted fusion and the relevance gate.
 
 No I/O and no clocks: callers pass ages, channels and similarities in, and get
 numbers (or ``ScoreParts`` in explain mode) out, so the dashboard can show
@@ -56,12 +57,17 @@ class FusionWeights:
     confidence: float
     recency: float
     channel: float
-    bm25: float = 0.0  # reported, not fused, by default (SPEC §6)
+    bm25: float = 0.0  # shown in the score parts; not fused unless set
 
 
 @dataclass(frozen=True)
 class ScoringWeights:
-    """Weights and gate thresholds; the defaults are SPEC §6's."""
+    """Fact fusion weights and relevance-gate thresholds.
+
+    With a semantic score: 0.50·sem + 0.28·lex + 0.10·conf + 0.07·rec + 0.05·chan;
+    without one, the lexical overlap carries the semantic share:
+    0.75·lex + 0.10·conf + 0.10·rec + 0.05·chan.
+    """
 
     with_semantic: FusionWeights = field(
         default_factory=lambda: FusionWeights(0.50, 0.28, 0.10, 0.07, 0.05)
@@ -92,7 +98,7 @@ _FUSION_TOTAL = 1.9
 
 @dataclass(frozen=True)
 class MessageWeights:
-    """Fusion for past messages (SPEC §6 leaves it open; facts keep ``ScoringWeights``).
+    """Fusion for past messages (facts keep ``ScoringWeights``).
 
     Tuned on the LoCoMo dev split only (README.md, Performance), in raw units:
     0.7·cosine + 0.3·normalised BM25 is a message's own *base* relevance; it
@@ -303,7 +309,12 @@ def _unit(value: float) -> float:
 
 
 def passes_gate(parts: ScoreParts, *, weights: ScoringWeights = DEFAULT_WEIGHTS) -> bool:
-    """The relevance gate of SPEC §6, on the lexical, semantic and combined parts."""
+    """The relevance gate, on the lexical, semantic and combined parts.
+
+    With a semantic score a hit passes on a strong signal of its own (``sem_min``,
+    ``lex_min_with_semantic``) or on a high combined score backed by a weak one;
+    without, on lexical overlap or a higher combined score alone.
+    """
     return _gate(parts.lexical, parts.semantic, parts.combined, weights)
 
 
@@ -419,8 +430,8 @@ def fuse_message(
     gate: ScoringWeights = DEFAULT_WEIGHTS,
 ) -> ScoreParts:
     """Score parts of one message; ``neighbour`` is the better adjacent message's
-    ``MessageWeights.base``. The SPEC §6 gate is applied to the result
-    (semantic, lexical and combined), as for facts."""
+    ``MessageWeights.base``. The relevance gate (``passes_gate``) is
+    applied to the result (semantic, lexical and combined), as for facts."""
     sem = None if semantic is None else _unit(semantic)
     lex, bm, nb, spk, dt, rec, chan, st = (
         _unit(x) for x in (lexical, bm25, neighbour, speaker, date, recency, channel, statement)

@@ -51,13 +51,12 @@ def _dot_rows(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``rows @ query`` on one core.
 
     OpenBLAS splits a matrix-vector product over every core and then waits
-    for all of them: on this 2-core machine, with the embedder, the ingest
-    workers or a second search busy, one descheduled helper stalls the call
-    (100k × 384: 7 ms quiet, 25–40 ms p50 and 100 ms p95 under load, where
-    one thread stays at 13–18 ms). numpy's own einsum loop streams the rows
-    on the calling thread (GIL released) at least as fast as single-threaded
-    BLAS, ~7 ms at 100k, and leaves the other core to the SQL that runs
-    beside it. Same per-row float32 dot product, summed in a different order
+    for all of them: when the embedder, the ingest workers or a second search
+    keep the cores busy, one descheduled helper thread stalls the whole call,
+    so a search is slowest exactly when the bot is busiest. numpy's own einsum
+    loop streams the rows on the calling thread (GIL released) at least as
+    fast as single-threaded BLAS, and leaves the other cores to the SQL that
+    runs beside it (timings: README, Performance; bench/search.py). Same per-row float32 dot product, summed in a different order
     than BLAS: cosines differ from ``@`` in the 7th decimal place.
     """
     if rows.dtype != np.float32 or query.dtype != np.float32:

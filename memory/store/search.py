@@ -25,7 +25,7 @@ def member_rows(con: Any, guild_id: str) -> list[tuple[str, str]]:
 def facts_by_ids(con: Any, guild_id: str, ids: Sequence[int]) -> dict[int, Fact]:
     """This guild's facts among ``ids``, by primary key. Without ``+`` SQLite (no ANALYZE
     statistics) walks the guild's whole ``facts_guild`` index to find a few
-    dozen ids: 16 ms at 100k facts instead of 0.2 ms. The rows come back in
+    dozen ids, a cost that grows with the guild rather than with the ids. The rows come back in
     the order that index walk gave (is_active, updated_at, id), so equal
     scores keep their order."""
     sql = f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE id IN ({{in}}) AND +guild_id = ?"
@@ -39,7 +39,7 @@ def recent_subject_facts(
 ) -> list[Fact]:
     """The newest active facts about ``subjects``, through the ``facts_subject`` index. Left
     to itself SQLite orders by the ``facts_guild`` index and filters the
-    subjects while walking the whole guild (120 ms at 100k facts); ``+``
+    subjects while walking the whole guild (a cost that grows with the guild); ``+``
     keeps that index out. ``id DESC`` is the tie order that walk gave."""
     rows = con.execute(
         f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE guild_id = ? AND is_active = 1 "
@@ -99,8 +99,8 @@ def fts_fact_ranks(
     length and terms) are ordered by id, the order FTS5's rowid scan gave them,
     now explicit so that two id ranges merge into exactly the whole query's
     answer. Only id and rank go through the sorter: every one of the
-    thousands of matches is sorted, and carrying whole fact rows with them
-    cost ~3 ms at 100k facts; the few winners are read by id afterwards.
+    thousands of matches is sorted, and carrying whole fact rows through the
+    sort costs more than reading the few winners by id afterwards.
     """
     extra = ""
     args: list[Any] = [match, guild_id]

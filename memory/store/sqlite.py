@@ -1,7 +1,7 @@
 """The one place that picks a sqlite3 module and loads sqlite-vec.
 
-This machine's CPython was built without extension loading, so the stdlib
-module cannot load sqlite-vec. ``sqlean`` bundles a recent SQLite with
+CPython may be built without extension loading, and then the stdlib module
+cannot load sqlite-vec. ``sqlean`` bundles a recent SQLite with
 extension loading; it is a drop-in DB-API module. Everything else imports
 ``driver``, ``Error`` and ``connect`` from here.
 """
