@@ -507,6 +507,9 @@ async def test_prompt_slice_puts_the_same_channel_first_and_skips_the_asking_mes
 async def test_lazy_backfill_is_capped_at_8_per_query(make_memory: Callable[..., Any]) -> None:
     mem = await make_memory()
     model = mem.embeddings.default_model
+    # The embedding worker's start-up repair (facts left without a vector) must
+    # be over: run later, it would embed all 20 and race the cap checked here.
+    assert await mem.embeddings.settle()
     await insert_facts(
         mem, GUILD, [(ALICE, f"Alice saw zebra number {i}.", None) for i in range(20)]
     )
