@@ -4,7 +4,7 @@ time — through the real engine, pipeline, SQLite and dashboard app."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -12,16 +12,14 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from dashboard.app import DashboardConfig, create_app
 from dashboard.server import runner_options
+from memory.clock import iso
 from memory.engine import Memory
 from memory.models import Fact, IncomingMessage
 from memory.store import facts as store
 from memory.store.fact_time import FactSource, fact_sources
-from tests.conftest import FakeClock
 from tests.helpers import ALICE, BOB, GUILD, msg
 
 Client = TestClient[web.Request, web.Application]
-
-NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
 async def ingest(mem: Memory, *items: IncomingMessage) -> None:
@@ -42,8 +40,10 @@ async def sources(mem: Memory, fact_id: int) -> list[FactSource]:
     return result
 
 
-async def test_imported_fact_keeps_its_message_time_and_ranks_as_old(make_memory: Any) -> None:
-    mem = await make_memory(clock=FakeClock(NOW))
+async def test_imported_fact_keeps_its_message_time_and_ranks_as_old(
+    make_memory: Any, clock: Any
+) -> None:
+    mem = await make_memory(clock=clock)
     await ingest(
         mem,
         msg("I play the cello", id="900000000000000001", created_at="2024-03-01T09:30:00.000Z"),
@@ -52,14 +52,14 @@ async def test_imported_fact_keeps_its_message_time_and_ranks_as_old(make_memory
             author=BOB,
             name="Bob",
             id="900000000000000002",
-            created_at="2026-11-22T11:00:00.000Z",
+            created_at=iso(clock() - timedelta(hours=1)),
         ),
     )
     cello = await only_fact(mem, "Alice plays the cello.")
     assert cello.observed_at == "2024-03-01T09:30:00.000Z"
     assert cello.valid_from == cello.last_observed_at == cello.observed_at
     assert cello.valid_to is None
-    assert cello.created_at == "2026-11-22T12:00:00.000Z"  # when it was processed
+    assert cello.created_at == iso(clock())  # when it was processed
     assert await sources(mem, cello.id) == [
         FactSource("900000000000000001", "2024-03-01T09:30:00.000Z")
     ]
@@ -70,8 +70,10 @@ async def test_imported_fact_keeps_its_message_time_and_ranks_as_old(make_memory
     assert recency["Bob plays the violin."] > 0.95
 
 
-async def test_older_observation_never_moves_the_latest_backwards(make_memory: Any) -> None:
-    mem = await make_memory(clock=FakeClock(NOW), embeddings="none")
+async def test_older_observation_never_moves_the_latest_backwards(
+    make_memory: Any, clock: Any
+) -> None:
+    mem = await make_memory(clock=clock, embeddings="none")
     await ingest(
         mem, msg("I love chess", id="900000000000000011", created_at="2025-06-01T10:00:00.000Z")
     )
@@ -98,8 +100,8 @@ async def test_older_observation_never_moves_the_latest_backwards(make_memory: A
     ]
 
 
-async def test_fact_sources_are_idempotent_and_follow_deletes(make_memory: Any) -> None:
-    mem = await make_memory(clock=FakeClock(NOW), embeddings="none")
+async def test_fact_sources_are_idempotent_and_follow_deletes(make_memory: Any, clock: Any) -> None:
+    mem = await make_memory(clock=clock, embeddings="none")
     await ingest(
         mem, msg("I love chess", id="900000000000000021", created_at="2025-06-01T10:00:00.000Z")
     )
@@ -116,7 +118,7 @@ async def test_fact_sources_are_idempotent_and_follow_deletes(make_memory: Any) 
             evidence=None,
             source_message_id="900000000000000021",
             confidence=0.5,
-            now="2026-11-22T12:00:00.000Z",
+            now=iso(clock()),
             actor="extractor",
         )
 
@@ -130,8 +132,10 @@ async def test_fact_sources_are_idempotent_and_follow_deletes(make_memory: Any) 
     assert count[0] == 0
 
 
-async def test_lore_takes_its_source_message_time_else_the_clock(make_memory: Any) -> None:
-    mem = await make_memory(clock=FakeClock(NOW), embeddings="none")
+async def test_lore_takes_its_source_message_time_else_the_clock(
+    make_memory: Any, clock: Any
+) -> None:
+    mem = await make_memory(clock=clock, embeddings="none")
     await ingest(
         mem,
         msg(
@@ -152,7 +156,7 @@ async def test_lore_takes_its_source_message_time_else_the_clock(make_memory: An
         GUILD, "the guild bank opens on Sundays", source_text="the guild bank opens on Sundays"
     )
     assert without is not None
-    assert without.fact.observed_at == "2026-11-22T12:00:00.000Z"
+    assert without.fact.observed_at == iso(clock())
     assert await sources(mem, without.fact.id) == []
 
 
@@ -176,8 +180,8 @@ async def _two_homes(mem: Memory) -> tuple[Fact, Fact]:
     return lisbon, porto
 
 
-async def test_search_as_of_returns_the_facts_valid_then(make_memory: Any) -> None:
-    mem = await make_memory(clock=FakeClock(NOW))
+async def test_search_as_of_returns_the_facts_valid_then(make_memory: Any, clock: Any) -> None:
+    mem = await make_memory(clock=clock)
     lisbon, porto = await _two_homes(mem)
     query = "where does Alice live"
 
@@ -212,8 +216,8 @@ async def test_search_as_of_returns_the_facts_valid_then(make_memory: Any) -> No
     assert lisbon.id != porto.id
 
 
-async def test_api_search_as_of(make_memory: Any, aiohttp_client: Any) -> None:
-    mem = await make_memory(clock=FakeClock(NOW))
+async def test_api_search_as_of(make_memory: Any, clock: Any, aiohttp_client: Any) -> None:
+    mem = await make_memory(clock=clock)
     await _two_homes(mem)
     config = DashboardConfig()
     server = TestServer(create_app(mem, config))
