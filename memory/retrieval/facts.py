@@ -165,7 +165,8 @@ class FactSearch:
         if knn is not None:
             sem.update(knn.result())
         need = [i for i in sem if i not in facts]
-        # The join is the truth: only this guild's active facts survive.
+        # The join is the truth: only this guild's facts valid then (by default,
+        # the current ones) survive; inactive ones are dropped in ``_gather``.
         facts.update(facts_by_ids(con, guild_id, need, as_of))
         return facts, bm, sem
 
