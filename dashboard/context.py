@@ -20,6 +20,7 @@ from memory import (
     InvalidInput,
     Memory,
     SearchScope,
+    iso,
     parse_guild_setting,
 )
 
@@ -111,13 +112,19 @@ async def search_context(request: web.Request) -> dict[str, Any]:
     text = params.query_text(q, "q")
     limit = params.integer(q, "limit", default=10, lo=1, hi=cfg.search_limit_max)
     scope = params.choice(q, "scope", SCOPES, "facts")
+    as_of = params.timestamp(q, "asOf")
     results: list[dict[str, Any]] = []
     took_ms: float | None = None
     if text and guild:
         mem = memory_of(request)
         started = time.perf_counter()
         hits = await mem.search(
-            guild, text, channel_id=channel, limit=limit, scope=cast(SearchScope, scope)
+            guild,
+            text,
+            channel_id=channel,
+            limit=limit,
+            scope=cast(SearchScope, scope),
+            as_of=as_of,
         )
         took_ms = round((time.perf_counter() - started) * 1000, 1)
         names = await member_names(mem, guild)
@@ -128,6 +135,7 @@ async def search_context(request: web.Request) -> dict[str, Any]:
         "channelId": channel,
         "scope": scope,
         "limit": limit,
+        "asOf": None if as_of is None else iso(as_of),
         "count": len(results),
         "tookMs": took_ms,
         "results": results,

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from memory import FACT_TYPES, LORE_SUBJECT
+from memory import FACT_TYPES, LORE_SUBJECT, parse_iso
 
 # Discord snowflakes: ASCII digits only (``int()`` would also take "١٢٣").
 _SNOWFLAKE = re.compile(r"[0-9]{1,20}")
@@ -159,6 +160,19 @@ def query_text(source: Mapping[str, Any], name: str = "q") -> str:
     if len(value) > MAX_QUERY_CHARS:
         raise bad_request(f"{name} is too long (at most {MAX_QUERY_CHARS} characters)")
     return value.strip()
+
+
+def timestamp(source: Mapping[str, Any], name: str) -> datetime | None:
+    """An ISO-8601 time (``Z`` or an offset; without one, UTC), or None when absent."""
+    value = _raw(source, name, 40)
+    if value is None:
+        return None
+    try:
+        return parse_iso(value)
+    except ValueError:
+        raise bad_request(
+            f"{name} must be an ISO-8601 time such as 2024-05-01T12:00:00Z, not {value[:40]!r}"
+        ) from None
 
 
 def kind(source: Mapping[str, Any], name: str = "kind") -> str | None:

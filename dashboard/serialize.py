@@ -52,6 +52,10 @@ def fact_json(f: Fact, names: Mapping[str, str] | None = None) -> dict[str, Any]
         "is_active": f.is_active,
         "created_at": f.created_at,
         "updated_at": f.updated_at,
+        "observed_at": f.observed_at,
+        "last_observed_at": f.last_observed_at,
+        "valid_from": f.valid_from,
+        "valid_to": f.valid_to,
     }
 
 

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -338,10 +339,13 @@ class Memory:
         scope: SearchScope = "facts",
         visible_channels: set[str] | None = None,
         gate: bool = True,
+        as_of: datetime | None = None,
     ) -> list[Hit]:
         """Hybrid search. ``visible_channels`` hides facts and messages of channels the
         asker cannot read (None: no restriction); ``gate=False`` returns every candidate
-        best first (benchmarks) instead of only those that pass the relevance gate."""
+        best first (benchmarks) instead of only those that pass the relevance gate;
+        ``as_of`` returns the facts valid at that time and no message created after
+        it (None: the current facts)."""
         started = time.perf_counter()
         result: list[Hit] = await self.retriever.search(
             guild_id,
@@ -351,6 +355,7 @@ class Memory:
             scope=scope,
             visible_channels=visible_channels,
             gate=gate,
+            as_of=as_of,
         )
         self._search_stats.count(started)
         return result
@@ -368,8 +373,10 @@ class Memory:
         *,
         visible_channels: set[str] | None = None,
         exclude_message_ids: Sequence[str] = (),
+        as_of: datetime | None = None,
     ) -> PromptSlice:
-        """``exclude_message_ids``: e.g. the message being answered, already ingested."""
+        """``exclude_message_ids``: e.g. the message being answered, already ingested;
+        ``as_of``: as in ``search``."""
         started = time.perf_counter()
         result: PromptSlice = await self.retriever.build_prompt_slice(
             guild_id,
@@ -378,6 +385,7 @@ class Memory:
             query,
             visible_channels=visible_channels,
             exclude_message_ids=exclude_message_ids,
+            as_of=as_of,
         )
         self._search_stats.count(started)
         return result

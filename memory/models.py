@@ -105,6 +105,12 @@ class Fact:
     is_active: bool
     created_at: str
     updated_at: str
+    # The source message's time of the first and the latest observation, and
+    # the span the fact was true (valid_to None while current).
+    observed_at: str | None = None
+    last_observed_at: str | None = None
+    valid_from: str | None = None
+    valid_to: str | None = None
 
 
 class Remembered(NamedTuple):

@@ -103,6 +103,20 @@ async def test_search_is_guild_scoped(harness: Harness) -> None:
     assert "loves sailing on Lake Geneva" in there.text
 
 
+async def test_search_as_of_a_past_date(harness: Harness) -> None:
+    h = harness
+    await h.say("I love sailing on Lake Geneva.", member=h.alice, channel=h.general)
+    await h.settle()
+    query = "sailing Lake Geneva"
+    now = await search_memory(h.memory, h.guild, h.general, h.alice, query)
+    assert "loves sailing on Lake Geneva" in now.text
+    # Before the message was written the fact was not known yet.
+    before = await search_memory(h.memory, h.guild, h.general, h.alice, query, as_of="2020-01-01")
+    assert "Nothing in memory matches" in before.text
+    bad = await search_memory(h.memory, h.guild, h.general, h.alice, query, as_of="last week")
+    assert "is not a date" in bad.text
+
+
 async def test_remember_adds_lore(harness: Harness) -> None:
     h = harness
     answer = await remember_lore(

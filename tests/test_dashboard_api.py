@@ -60,6 +60,10 @@ FACT_KEYS = {
     "is_active",
     "created_at",
     "updated_at",
+    "observed_at",
+    "last_observed_at",
+    "valid_from",
+    "valid_to",
 }
 
 

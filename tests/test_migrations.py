@@ -91,3 +91,55 @@ async def test_upgrade_to_message_retries_keeps_rows(tmp_path: Path, make_memory
 async def _state_is(mem: Any, message_id: str, state: str) -> bool:
     row = await mem.get_message(GUILD, message_id)
     return row is not None and row.state == state
+
+
+async def test_upgrade_to_fact_time_backfills_from_source_messages(
+    tmp_path: Path, make_memory: Any
+) -> None:
+    data = tmp_path / "d"
+    data.mkdir()
+    con = sqlite.connect(data / "guildlore.sqlite3")
+    migrate(con, upto="m006_message_retry")
+    assert "m007_fact_time" not in applied(con)
+    con.execute(
+        "INSERT INTO messages (id, guild_id, channel_id, author_id, author_name, content, "
+        "created_at, source, state, journaled, received_at) VALUES "
+        "('1', ?, '2', '3', 'Old Timer', 'I restore old clocks for fun', "
+        "'2024-02-03T04:05:06.000Z', 'import', 'done', 1, '2026-01-01T00:00:00.000Z')",
+        (GUILD,),
+    )
+    for fact, source in (
+        ("Old Timer restores old clocks.", "1"),  # its message is stored
+        ("Old Timer likes tea.", "gone"),  # its message was deleted
+        ("Memory line: the clock club meets on Fridays.", None),  # no message
+    ):
+        con.execute(
+            "INSERT INTO memory_facts (guild_id, subject, fact, fact_type, source_message_id, "
+            "confidence, created_at, updated_at) VALUES (?, '3', ?, 'other', ?, 0.7, "
+            "'2026-01-01T00:00:00.000Z', '2026-01-02T00:00:00.000Z')",
+            (GUILD, fact, source),
+        )
+    con.close()
+    mem = await make_memory(data_dir=data, embeddings="none")
+    facts = {f.fact: f for f in await mem.facts.find(GUILD, limit=10)}
+    assert len(facts) == 3
+    clocks = facts["Old Timer restores old clocks."]
+    assert clocks.observed_at == clocks.valid_from == clocks.last_observed_at
+    assert clocks.observed_at == "2024-02-03T04:05:06.000Z"
+    assert clocks.created_at == "2026-01-01T00:00:00.000Z" and clocks.valid_to is None
+    for text in ("Old Timer likes tea.", "Memory line: the clock club meets on Fridays."):
+        f = facts[text]
+        assert f.observed_at == f.valid_from == f.last_observed_at == f.created_at, text
+        assert f.valid_to is None
+    rows = await mem.db.read(
+        lambda c: c.execute(
+            "SELECT fact_id, message_id, guild_id, observed_at FROM fact_sources ORDER BY fact_id"
+        ).fetchall()
+    )
+    assert [tuple(r) for r in rows] == [
+        (clocks.id, "1", GUILD, "2024-02-03T04:05:06.000Z"),
+        (facts["Old Timer likes tea."].id, "gone", GUILD, "2026-01-01T00:00:00.000Z"),
+    ]
+    # The current facts are found as before.
+    hits = await mem.search(GUILD, "clocks", scope="all")
+    assert {h.kind for h in hits} == {"fact", "message"}

@@ -28,7 +28,16 @@ from bot.cogs.answers import (
     send_answer,
 )
 from bot.convert import visible_channel_ids
-from memory import GUILD_SETTINGS, LORE_SUBJECT, Fact, Hit, InvalidInput, Memory, Trace
+from memory import (
+    GUILD_SETTINGS,
+    LORE_SUBJECT,
+    Fact,
+    Hit,
+    InvalidInput,
+    Memory,
+    Trace,
+    parse_iso,
+)
 
 if TYPE_CHECKING:
     from bot.voice.service import VoiceManager
@@ -66,10 +75,18 @@ async def search_memory(
     member: discord.Member,
     query: str,
     scope: str = "facts",
+    as_of: str | None = None,
 ) -> Answer:
+    """``as_of``: an ISO date or time; the facts that were true then."""
     query = " ".join(query.split())[:300]
     if len(query) < 2:
         return Answer("Give me something to search for.")
+    when = None
+    if as_of and as_of.strip():
+        try:
+            when = parse_iso(as_of.strip()[:40])
+        except ValueError:
+            return Answer(f"“{as_of[:40]}” is not a date; try 2024-05-01 or 2024-05-01T18:00Z.")
     visible = visible_channel_ids(guild, member)
     hits: list[Hit] = await memory.search(
         str(guild.id),
@@ -78,6 +95,7 @@ async def search_memory(
         limit=10,
         scope=scope,  # type: ignore[arg-type]
         visible_channels=visible,
+        as_of=when,
     )
     if not hits:
         return Answer(f"Nothing in memory matches “{query}”.")
@@ -302,18 +320,23 @@ class MemoryCommands(commands.Cog):
         return guild, interaction.channel, member
 
     @memory_group.command(name="search", description="Search this server's memory")
-    @app_commands.describe(query="What to look for", scope="Facts, past messages, or both")
+    @app_commands.describe(
+        query="What to look for",
+        scope="Facts, past messages, or both",
+        as_of="A past date (e.g. 2024-05-01): what was true then",
+    )
     @app_commands.choices(scope=SCOPES)
     async def search(
         self,
         interaction: discord.Interaction,
         query: str,
         scope: app_commands.Choice[str] | None = None,
+        as_of: str | None = None,
     ) -> None:
         guild, channel, member = self._where(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
         answer = await search_memory(
-            self.memory, guild, channel, member, query, scope.value if scope else "facts"
+            self.memory, guild, channel, member, query, scope.value if scope else "facts", as_of
         )
         await send_answer(interaction, answer)
 

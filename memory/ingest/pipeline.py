@@ -384,6 +384,7 @@ class BatchProcessor:
                 confidence=max(0.0, min(1.0, float(cand.confidence))),
                 now=now,
                 actor="extractor",
+                observed_at=m.created_at,
             )
             if up.event == "add":
                 self.stats.facts_added += 1

@@ -67,19 +67,21 @@ class FactSearch:
         limit: int,
         mode: Mode,
         visible: set[str] | None,
+        as_of: str | None = None,
     ) -> list[Hit]:
+        """``as_of``: only facts valid at that time (ISO text); None: current facts."""
         ctx = self.ctx
         started = time.perf_counter()
         # A member's own facts are few: their stored vectors are read as they are.
         vs = ctx.vector_search("facts", qv, guild_id, in_memory=not subjects)
-        upper = self._split_fts(guild_id, plan, vs) if not subjects else None
+        upper = self._split_fts(guild_id, plan, vs, as_of) if not subjects else None
         gather = self._gather
-        cands, missing = await ctx.db.read(gather, guild_id, plan, vs, subjects, upper)
+        cands, missing = await ctx.db.read(gather, guild_id, plan, vs, subjects, upper, as_of)
         if missing and qv is not None:
             # Lazy back-fill: a few facts without vectors get one now.
             n = await ctx.embeddings.embed_facts(guild_id, missing[: ctx.cfg.backfill_per_query])
             if n:  # gathered again; only an offered upper FTS half (``upper``) is reused
-                cands, _ = await ctx.db.read(gather, guild_id, plan, vs, subjects, upper)
+                cands, _ = await ctx.db.read(gather, guild_id, plan, vs, subjects, upper, as_of)
         if visible is not None:
             cands = [c for c in cands if c.fact.channel_id is None or c.fact.channel_id in visible]
         scored = self._score(plan, cands, channel_id, qv is not None)
@@ -95,13 +97,14 @@ class FactSearch:
         vs: VectorSearch | None,
         subjects: list[str] | None,
         upper: _UpperFts | None,
+        as_of: str | None,
     ) -> tuple[list[_FactCand], list[int]]:
         """Candidates, and the ids among them without a vector (run on a reader)."""
         if subjects:
-            facts, bm = self._subject_facts(con, guild_id, plan, subjects)
+            facts, bm = self._subject_facts(con, guild_id, plan, subjects, as_of)
             sem: dict[int, float] = {}
         else:
-            facts, bm, sem = self._guild_facts(con, guild_id, plan, vs, upper)
+            facts, bm, sem = self._guild_facts(con, guild_id, plan, vs, upper, as_of)
         facts = {i: f for i, f in facts.items() if f.is_active}
         missing: list[int] = []
         if vs is not None:
@@ -116,11 +119,11 @@ class FactSearch:
         return out, missing
 
     def _subject_facts(
-        self, con: Any, guild_id: str, plan: QueryPlan, subjects: list[str]
+        self, con: Any, guild_id: str, plan: QueryPlan, subjects: list[str], as_of: str | None
     ) -> tuple[dict[int, Fact], dict[int, float]]:
         # A member has at most a few hundred active facts (archive limit):
         # score them all rather than hope they surface in a guild-wide KNN.
-        facts = {f.id: f for f in recent_subject_facts(con, guild_id, subjects, 400)}
+        facts = {f.id: f for f in recent_subject_facts(con, guild_id, subjects, 400, as_of)}
         bm: dict[int, float] = {}
         match = plan.fact_match
         if facts and match:
@@ -135,6 +138,7 @@ class FactSearch:
         plan: QueryPlan,
         vs: VectorSearch | None,
         upper: _UpperFts | None,
+        as_of: str | None,
     ) -> tuple[dict[int, Fact], dict[int, float], dict[int, float]]:
         """The nearest facts by vector and the best FTS matches of the whole guild."""
         cfg = self.ctx.cfg
@@ -147,12 +151,12 @@ class FactSearch:
         if match:
             n = cfg.fts_candidates
             if upper is None:
-                ranks = fts_fact_ranks(con, guild_id, match, n)
+                ranks = fts_fact_ranks(con, guild_id, match, n, as_of=as_of)
             else:
                 split, part = upper
-                lower = fts_fact_ranks(con, guild_id, match, n, None, split)
+                lower = fts_fact_ranks(con, guild_id, match, n, None, split, as_of)
                 ranks = merge_ranks([lower, part.result(con)], n)
-            found = facts_by_ids(con, guild_id, [i for i, _ in ranks])
+            found = facts_by_ids(con, guild_id, [i for i, _ in ranks], as_of)
             for fid, raw in ranks:
                 hit = found.get(fid)
                 if hit is not None:
@@ -161,12 +165,13 @@ class FactSearch:
         if knn is not None:
             sem.update(knn.result())
         need = [i for i in sem if i not in facts]
-        # The join is the truth: only this guild's active facts survive.
-        facts.update(facts_by_ids(con, guild_id, need))
+        # The join is the truth: only this guild's facts valid then (by default,
+        # the current ones) survive; inactive ones are dropped in ``_gather``.
+        facts.update(facts_by_ids(con, guild_id, need, as_of))
         return facts, bm, sem
 
     def _split_fts(
-        self, guild_id: str, plan: QueryPlan, vs: VectorSearch | None
+        self, guild_id: str, plan: QueryPlan, vs: VectorSearch | None, as_of: str | None
     ) -> _UpperFts | None:
         """For a big guild, the upper half (by id) of the FTS query, offered to
         a second reader thread now; None to run the query whole.
@@ -184,7 +189,8 @@ class FactSearch:
         split = vs.split_id(FTS_SPLIT_MIN_ROWS)
         if split is None:
             return None
-        part = SharedPart(fts_fact_ranks, guild_id, match, self.ctx.cfg.fts_candidates, split)
+        n = self.ctx.cfg.fts_candidates
+        part = SharedPart(fts_fact_ranks, guild_id, match, n, split, None, as_of)
         task = asyncio.ensure_future(self.ctx.db.read(part.offer))
         # Nobody awaits the offer (the gather takes the part over if no reader
         # is free); keep it referenced and its outcome retrieved.
@@ -204,7 +210,9 @@ class FactSearch:
         for c, bm in zip(cands, bm_norm, strict=True):
             f = c.fact
             text = f.fact if not f.evidence_text else f"{f.fact} {f.evidence_text}"
-            age = age_days(now, f.updated_at)
+            # Age from the latest observation's message time, not from when a
+            # batch processed it: imported history is as old as its messages.
+            age = age_days(now, f.last_observed_at or f.updated_at)
             semantic = (c.semantic if c.semantic is not None else 0.0) if has_sem else None
             parts = fuse(
                 lex.score(text),

@@ -42,6 +42,23 @@ class _MessageGather:
     missing: list[str]  # message ids without a vector
 
 
+@dataclass(frozen=True)
+class _Skip:
+    """Messages a search leaves out: excluded ids, channels the asker cannot
+    read (``visible``; None: no restriction), and those created after ``until``."""
+
+    ids: frozenset[str]
+    visible: set[str] | None
+    until: str | None
+
+    def excludes(self, m: StoredMessage) -> bool:
+        return (
+            m.id in self.ids
+            or (self.visible is not None and m.channel_id not in self.visible)
+            or (self.until is not None and m.created_at > self.until)
+        )
+
+
 class MessageSearch:
     def __init__(self, ctx: SearchContext) -> None:
         self.ctx = ctx
@@ -56,18 +73,20 @@ class MessageSearch:
         mode: Mode,
         visible: set[str] | None,
         exclude: Sequence[str],
+        until: str | None = None,
     ) -> list[Hit]:
+        """``until``: no message created after that time (ISO text)."""
         ctx = self.ctx
         started = time.perf_counter()
         vs = ctx.vector_search("messages", qv, guild_id)
-        skip = frozenset(exclude)
-        got = await ctx.db.read(self._gather, guild_id, plan, vs, visible, skip)
+        skip = _Skip(frozenset(exclude), visible, until)
+        got = await ctx.db.read(self._gather, guild_id, plan, vs, skip)
         if got.missing and qv is not None:
             n = await ctx.embeddings.embed_messages_by_id(
                 guild_id, got.missing[: ctx.cfg.backfill_per_query]
             )
             if n:
-                got = await ctx.db.read(self._gather, guild_id, plan, vs, visible, skip)
+                got = await ctx.db.read(self._gather, guild_id, plan, vs, skip)
         ranked = self._rank(plan, got.cands, channel_id, qv is not None, mode, limit)
         ctx.timings["messages_ms"] = (time.perf_counter() - started) * 1000
         return [message_hit(c.msg, parts) for c, parts in ranked]
@@ -78,8 +97,7 @@ class MessageSearch:
         guild_id: str,
         plan: QueryPlan,
         vs: VectorSearch | None,
-        visible: set[str] | None,
-        skip: frozenset[str],
+        skip: _Skip,
     ) -> _MessageGather:
         k = self.ctx.tuning.message_candidates
         sem: dict[int, float] = {}
@@ -98,7 +116,7 @@ class MessageSearch:
         cands = [
             _MsgCand(seq, m, sem.get(seq), bm.get(seq))
             for seq, m in msgs.items()
-            if m.id not in skip and (visible is None or m.channel_id in visible)
+            if not skip.excludes(m)
         ]
         missing: list[str] = []
         if vs is not None:
@@ -112,7 +130,7 @@ class MessageSearch:
             c.base = w.base(c.semantic, b)
             by_seq[c.seq] = c
         if w.neighbour > 0 and cands:
-            self._borrow_from_neighbours(con, guild_id, cands, by_seq, vs, visible, skip)
+            self._borrow_from_neighbours(con, guild_id, cands, by_seq, vs, skip)
         return _MessageGather(cands, missing)
 
     def _fill_similarities(self, con: Any, cands: Sequence[_MsgCand], vs: VectorSearch) -> None:
@@ -130,8 +148,7 @@ class MessageSearch:
         cands: list[_MsgCand],
         by_seq: dict[int, _MsgCand],
         vs: VectorSearch | None,
-        visible: set[str] | None,
-        skip: frozenset[str],
+        skip: _Skip,
     ) -> None:
         """Each of the best ``neighbour_pool`` candidates learns its previous and
         next message in the channel; neighbours not yet candidates join (with
@@ -157,7 +174,7 @@ class MessageSearch:
                     continue
                 if abs(seconds_between(c.msg.created_at, nmsg.created_at)) > gap:
                     continue
-                if nmsg.id in skip or (visible is not None and nmsg.channel_id not in visible):
+                if skip.excludes(nmsg):
                     continue
                 links.setdefault(c.seq, set()).add(nseq)
                 links.setdefault(nseq, set()).add(c.seq)

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import datetime
 
-from memory.clock import Clock
+from memory.clock import Clock, iso
 from memory.config import RetrievalConfig
 from memory.embed.service import EmbeddingService
 from memory.models import LORE_SUBJECT, Hit, PromptSlice, SearchScope
@@ -100,6 +101,7 @@ class Retriever:
         scope: SearchScope = "facts",
         visible_channels: set[str] | None = None,
         gate: bool = True,
+        as_of: datetime | None = None,
     ) -> list[Hit]:
         """Hits best first, at most ``limit`` (clamped to 1..search_limit_max).
 
@@ -108,6 +110,8 @@ class Retriever:
         ranking view: every candidate, best first, whether it passes or not
         (each hit's ``parts.passed`` still tells) — what a retrieval benchmark
         measures, since the gate is a precision choice made after ranking.
+        ``as_of``: the facts valid at that time and no message created after
+        it (None: current facts, every message).
         """
         ctx = self.ctx
         started = time.perf_counter()
@@ -118,17 +122,18 @@ class Retriever:
         plan = await ctx.plan(guild_id, query)
         qv = await ctx.query_vector(guild_id, plan)
         mode: Mode = "strict" if gate else "all"
+        at = None if as_of is None else iso(as_of)
         hits: list[Hit] = []
         if scope in ("facts", "all"):
             hits.extend(
                 await self.facts.hits(
-                    guild_id, plan, qv, channel_id, None, limit, mode, visible_channels
+                    guild_id, plan, qv, channel_id, None, limit, mode, visible_channels, at
                 )
             )
         if scope in ("messages", "all"):
             hits.extend(
                 await self.messages.hits(
-                    guild_id, plan, qv, channel_id, limit, mode, visible_channels, ()
+                    guild_id, plan, qv, channel_id, limit, mode, visible_channels, (), at
                 )
             )
         hits.sort(key=lambda h: -h.score)
@@ -144,8 +149,10 @@ class Retriever:
         *,
         visible_channels: set[str] | None = None,
         exclude_message_ids: Sequence[str] = (),
+        as_of: datetime | None = None,
     ) -> PromptSlice:
         ctx = self.ctx
+        at = None if as_of is None else iso(as_of)
         started = time.perf_counter()
         query = (query or "")[:MAX_QUERY_CHARS]
         plan = await ctx.plan(guild_id, query)
@@ -159,6 +166,7 @@ class Retriever:
             ctx.cfg.user_facts,
             "fallback",
             visible_channels,
+            at,
         )
         relevant = await self.facts.hits(
             guild_id,
@@ -169,6 +177,7 @@ class Retriever:
             ctx.cfg.relevant_facts,
             "fallback",
             visible_channels,
+            at,
         )
         messages: list[Hit] = []
         if query.strip():
@@ -181,6 +190,7 @@ class Retriever:
                 "fallback",
                 visible_channels,
                 exclude_message_ids,
+                at,
             )
         # Past messages of the same channel come first (stable sort
         # keeps the score order inside each group).

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memory.models import LORE_SUBJECT, Fact, HistoryEntry
+from memory.store.fact_time import message_time, observe
 from memory.store.sql import chunks, marks, prefixed
 from memory.store.vectors import (
     delete_fact_vectors_index,
@@ -20,7 +21,8 @@ from memory.store.vectors import (
 
 FACT_COLUMNS = (
     "id, guild_id, channel_id, subject, fact, fact_type, evidence_text, source_message_id, "
-    "confidence, is_active, created_at, updated_at"
+    "confidence, is_active, created_at, updated_at, observed_at, last_observed_at, "
+    "valid_from, valid_to"
 )
 
 
@@ -38,6 +40,10 @@ def row_to_fact(row: Any) -> Fact:
         is_active=bool(row["is_active"]),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        observed_at=row["observed_at"],
+        last_observed_at=row["last_observed_at"],
+        valid_from=row["valid_from"],
+        valid_to=row["valid_to"],
     )
 
 
@@ -64,7 +70,11 @@ def upsert_fact(
     confidence: float,
     now: str,
     actor: str,
+    observed_at: str | None = None,
 ) -> UpsertResult:
+    """Add a fact or re-observe a known one. ``observed_at``: the source message's
+    time (looked up when not given; the clock's ``now`` without a source)."""
+    seen = observed_at or message_time(con, guild_id, source_message_id) or now
     old = con.execute(
         f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE guild_id = ? AND subject = ? AND fact = ?",
         (guild_id, subject, fact),
@@ -88,6 +98,7 @@ def upsert_fact(
             ),
         )
         fact_id = int(cur.lastrowid)
+        observe(con, guild_id, fact_id, source_message_id, seen)
         add_history(
             con, guild_id, fact_id, subject, "add", None, fact, actor, source_message_id, now=now
         )
@@ -99,6 +110,7 @@ def upsert_fact(
         "is_active = 1 WHERE id = ?",
         (now, channel_id, fact_type, evidence, source_message_id, confidence, prev.id),
     )
+    observe(con, guild_id, prev.id, source_message_id, seen)
     if not prev.is_active:
         index_fact_vector_if_present(con, prev.id)
     reason = "re-activated" if not prev.is_active else None

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.models import Fact, StoredMessage
+from memory.store.fact_time import valid_clause
 from memory.store.facts import FACT_COLUMNS, row_to_fact
 from memory.store.sql import chunks, marks, rows_in
 
@@ -22,29 +23,35 @@ def member_rows(con: Any, guild_id: str) -> list[tuple[str, str]]:
     return [(r["user_id"], r["display_name"]) for r in rows]
 
 
-def facts_by_ids(con: Any, guild_id: str, ids: Sequence[int]) -> dict[int, Fact]:
+def facts_by_ids(
+    con: Any, guild_id: str, ids: Sequence[int], as_of: str | None = None
+) -> dict[int, Fact]:
     """This guild's facts among ``ids``, by primary key. Without ``+`` SQLite (no ANALYZE
     statistics) walks the guild's whole ``facts_guild`` index to find a few
     dozen ids, a cost that grows with the guild rather than with the ids. The rows come back in
     the order that index walk gave (is_active, updated_at, id), so equal
-    scores keep their order."""
-    sql = f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE id IN ({{in}}) AND +guild_id = ?"
-    rows = list(rows_in(con, sql, list(ids), after=[guild_id]))
+    scores keep their order. Only facts valid at ``as_of`` (None: current facts)."""
+    valid, valid_args = valid_clause(as_of)
+    sql = f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE id IN ({{in}}) AND +guild_id = ?{valid}"
+    rows = list(rows_in(con, sql, list(ids), after=[guild_id, *valid_args]))
     rows.sort(key=lambda r: (r["is_active"], r["updated_at"], r["id"]))
     return {int(r["id"]): row_to_fact(r) for r in rows}
 
 
 def recent_subject_facts(
-    con: Any, guild_id: str, subjects: Sequence[str], limit: int
+    con: Any, guild_id: str, subjects: Sequence[str], limit: int, as_of: str | None = None
 ) -> list[Fact]:
     """The newest active facts about ``subjects``, through the ``facts_subject`` index. Left
     to itself SQLite orders by the ``facts_guild`` index and filters the
     subjects while walking the whole guild (a cost that grows with the guild); ``+``
-    keeps that index out. ``id DESC`` is the tie order that walk gave."""
+    keeps that index out. ``id DESC`` is the tie order that walk gave. Only
+    facts valid at ``as_of`` (None: current facts)."""
+    valid, valid_args = valid_clause(as_of)
     rows = con.execute(
         f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE guild_id = ? AND is_active = 1 "
-        f"AND subject IN ({marks(len(subjects))}) ORDER BY +updated_at DESC, id DESC LIMIT ?",
-        [guild_id, *subjects, limit],
+        f"AND subject IN ({marks(len(subjects))}){valid} "
+        "ORDER BY +updated_at DESC, id DESC LIMIT ?",
+        [guild_id, *subjects, *valid_args, limit],
     ).fetchall()
     return [row_to_fact(r) for r in rows]
 
@@ -90,9 +97,11 @@ def fts_fact_ranks(
     limit: int,
     lo: int | None = None,
     hi: int | None = None,
+    as_of: str | None = None,
 ) -> list[tuple[int, float]]:
     """(fact id, raw bm25) of the guild's best active FTS matches, best first,
-    optionally only ids in ``[lo, hi)``.
+    optionally only ids in ``[lo, hi)``; only facts valid at ``as_of`` (None:
+    current facts).
 
     What ``memory.store.facts.search_facts_fts`` ranks, with two differences
     that keep the result and speed it up. Ties (common: facts of the same
@@ -102,8 +111,8 @@ def fts_fact_ranks(
     thousands of matches is sorted, and carrying whole fact rows through the
     sort costs more than reading the few winners by id afterwards.
     """
-    extra = ""
-    args: list[Any] = [match, guild_id]
+    extra, args = valid_clause(as_of, "f")
+    args = [match, guild_id, *args]
     if lo is not None:
         extra += " AND memory_facts_fts.rowid >= ?"
         args.append(lo)
