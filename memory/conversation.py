@@ -414,6 +414,7 @@ async def reply_window(
             guild_id=r.guild_id,
             channel_id=r.channel_id,
             before=r.created_at or iso(memory.clock()),
+            before_id=r.message_id if r.created_at else "",
             exclude_ids=(r.message_id,),
             visible_channels=frozenset(r.visible_channels),
             excluded_channels=frozenset(settings.excluded_channels),

@@ -86,6 +86,9 @@ class WindowQuery:
     guild_id: str
     channel_id: str
     before: str  # created_at of the message being answered (exclusive)
+    # Its id: of messages in the same millisecond, only smaller snowflakes came
+    # before ("" when unknown: the millisecond is left out).
+    before_id: str
     exclude_ids: tuple[str, ...]
     visible_channels: frozenset[str]
     excluded_channels: frozenset[str]
@@ -117,9 +120,11 @@ def read_window(con: Any, q: WindowQuery) -> list[WindowTurn]:
     if _readable(q, q.channel_id):
         rows = [
             *store_window.recent_messages(
-                con, q.guild_id, q.channel_id, q.before, q.exclude_ids, limit
+                con, q.guild_id, q.channel_id, q.before, q.before_id, q.exclude_ids, limit
             ),
-            *store_window.recent_bot_replies(con, q.guild_id, q.channel_id, q.before, limit),
+            *store_window.recent_bot_replies(
+                con, q.guild_id, q.channel_id, q.before, q.before_id, limit
+            ),
         ]
     rows.sort(key=lambda r: (r.created_at, r.message_id), reverse=True)
     newest = [_turn(r) for r in rows if r.content.strip()][:limit]
@@ -129,7 +134,7 @@ def read_window(con: Any, q: WindowQuery) -> list[WindowTurn]:
         if (
             row is not None
             and row.content.strip()
-            and row.created_at < q.before
+            and row.created_at <= q.before
             and row.channel_id != q.channel_id
             and _readable(q, row.channel_id)
         ):

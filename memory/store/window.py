@@ -13,6 +13,15 @@ from typing import Any
 
 from memory.store.sql import marks
 
+# Before the trigger: an earlier time, or the same millisecond and a smaller
+# snowflake (ids of one millisecond have the same length, so text order is
+# number order). The plain ``created_at <= ?`` keeps the index's range scan.
+_BEFORE = "created_at <= ? AND (created_at < ? OR length({id}) < length(?) OR {id} < ?)"
+
+
+def _before(column: str, before: str, before_id: str) -> tuple[str, tuple[str, ...]]:
+    return _BEFORE.format(id=column), (before, before, before_id, before_id)
+
 
 @dataclass(frozen=True)
 class WindowRow:
@@ -32,31 +41,35 @@ def recent_messages(
     guild_id: str,
     channel_id: str,
     before: str,
+    before_id: str,
     exclude_ids: Sequence[str],
     limit: int,
 ) -> list[WindowRow]:
-    """The channel's last ``limit`` non-empty inbox messages created before
-    ``before``, newest first (through the guild/channel/time index)."""
+    """The channel's last ``limit`` non-empty inbox messages before (``before``,
+    ``before_id``), newest first (through the guild/channel/time index)."""
     skip = list(exclude_ids) or [""]
+    cond, args = _before("id", before, before_id)
     rows = con.execute(
         "SELECT id, channel_id, author_id, author_name, content, created_at FROM messages "
         "INDEXED BY messages_guild_channel_time "
-        "WHERE guild_id = ? AND channel_id = ? AND created_at < ? AND content != '' "
-        f"AND id NOT IN ({marks(len(skip))}) ORDER BY created_at DESC LIMIT ?",
-        (guild_id, channel_id, before, *skip, limit),
+        f"WHERE guild_id = ? AND channel_id = ? AND {cond} AND content != '' "
+        f"AND id NOT IN ({marks(len(skip))}) ORDER BY created_at DESC, id DESC LIMIT ?",
+        (guild_id, channel_id, *args, *skip, limit),
     ).fetchall()
     return [_row(r, False) for r in rows]
 
 
 def recent_bot_replies(
-    con: Any, guild_id: str, channel_id: str, before: str, limit: int
+    con: Any, guild_id: str, channel_id: str, before: str, before_id: str, limit: int
 ) -> list[WindowRow]:
-    """The bot's last ``limit`` replies in the channel created before ``before``, newest first."""
+    """The bot's last ``limit`` replies in the channel before (``before``,
+    ``before_id``), newest first."""
+    cond, args = _before("message_id", before, before_id)
     rows = con.execute(
         "SELECT message_id AS id, channel_id, '' AS author_id, '' AS author_name, content, "
-        "created_at FROM bot_replies WHERE guild_id = ? AND channel_id = ? AND created_at < ? "
-        "ORDER BY created_at DESC LIMIT ?",
-        (guild_id, channel_id, before, limit),
+        f"created_at FROM bot_replies WHERE guild_id = ? AND channel_id = ? AND {cond} "
+        "ORDER BY created_at DESC, message_id DESC LIMIT ?",
+        (guild_id, channel_id, *args, limit),
     ).fetchall()
     return [_row(r, True) for r in rows]
 
