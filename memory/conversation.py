@@ -21,6 +21,7 @@ A model that fails or answers nothing usable raises ``LLMError`` (a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -287,6 +288,55 @@ class _Usage:
         )
 
 
+@dataclass(frozen=True)
+class AssembledPrompt:
+    """The first chat request of a reply, and what went into it."""
+
+    messages: list[dict[str, Any]]
+    memory: PromptSlice
+    window: tuple[WindowTurn, ...]
+
+
+async def assemble_prompt(
+    memory: Memory,
+    request: ReplyRequest,
+    *,
+    persona: str,
+    max_recent_messages: int = DEFAULT_RECENT_MESSAGES,
+    recent_tokens: int = DEFAULT_RECENT_TOKENS,
+) -> AssembledPrompt:
+    """System prompt with the memory sections, the channel's window, the member's message."""
+    r = request
+    # Two independent reads: the reader pool runs them side by side.
+    window, memory_slice = await asyncio.gather(
+        reply_window(
+            memory, r, max_recent_messages=max_recent_messages, recent_tokens=recent_tokens
+        ),
+        memory.build_prompt_slice(
+            r.guild_id,
+            r.channel_id,
+            r.author_id,
+            r.text,
+            visible_channels=set(r.visible_channels),
+            exclude_message_ids=[r.message_id],
+        ),
+    )
+    system = system_prompt(
+        persona,
+        r.guild_name,
+        r.channel_name,
+        r.author_name,
+        render_sections(memory_slice, r.channel_names),
+        memory.clock(),
+    )
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    messages.extend(t.as_message() for t in window)
+    if r.replied_text and not any(t.message_id == r.replied_id for t in window):
+        messages.append({"role": "assistant", "content": r.replied_text})
+    messages.append({"role": "user", "content": f"{r.author_name}: {r.text or '(no text)'}"})
+    return AssembledPrompt(messages, memory_slice, tuple(window))
+
+
 async def compose_reply(
     memory: Memory,
     chat: ChatModel,
@@ -303,33 +353,17 @@ async def compose_reply(
     started = time.perf_counter()
     r = request
     visible = set(r.visible_channels)
-    window = await reply_window(
-        memory, r, max_recent_messages=max_recent_messages, recent_tokens=recent_tokens
+    prompt = await assemble_prompt(
+        memory,
+        r,
+        persona=persona,
+        max_recent_messages=max_recent_messages,
+        recent_tokens=recent_tokens,
     )
-    memory_slice = await memory.build_prompt_slice(
-        r.guild_id,
-        r.channel_id,
-        r.author_id,
-        r.text,
-        visible_channels=visible,
-        exclude_message_ids=[r.message_id],
-    )
+    messages, window, memory_slice = prompt.messages, prompt.window, prompt.memory
     retrieved = _unique(
         [*memory_slice.user_facts, *memory_slice.relevant_facts, *memory_slice.relevant_messages]
     )
-    system = system_prompt(
-        persona,
-        r.guild_name,
-        r.channel_name,
-        r.author_name,
-        render_sections(memory_slice, r.channel_names),
-        memory.clock(),
-    )
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    messages.extend(t.as_message() for t in window)
-    if r.replied_text and not any(t.message_id == r.replied_id for t in window):
-        messages.append({"role": "assistant", "content": r.replied_text})
-    messages.append({"role": "user", "content": f"{r.author_name}: {r.text or '(no text)'}"})
     usage = _Usage()
 
     async def ask(turns: list[dict[str, Any]]) -> tuple[str, ModelReply]:
@@ -389,7 +423,7 @@ async def compose_reply(
         stored=tuple(stored),
         lookup_query=reply.lookup,
         lookup_hits=len(hits),
-        window=tuple(window),
+        window=window,
         model=chat.model,
         llm_calls=usage.calls,
         prompt_tokens=usage.prompt,
