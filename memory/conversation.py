@@ -442,6 +442,9 @@ async def reply_window(
     """The short-term window of ``request``'s channel, before its message, oldest first."""
     r = request
     settings = await memory.guilds.settings(r.guild_id)
+    if not settings.memory_enabled:
+        # The inbox takes nothing while memory is off: what it holds is stale.
+        return []
     return await recent_window(
         memory,
         WindowQuery(

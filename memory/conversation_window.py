@@ -174,10 +174,12 @@ async def record_bot_reply(
     """Keep a reply the bot posted for the channel's next windows.
 
     It goes to ``bot_replies``, never to the inbox: it is not extracted,
-    embedded or searched, and it is erased with the member it answered.
+    embedded or searched, and it is erased with the member it answered. Not
+    kept where the guild has memory off or the channel excluded.
     """
     text = text.strip()
-    if not text:
+    settings = await memory.guilds.settings(guild_id)
+    if not text or not settings.memory_enabled or channel_id in settings.excluded_channels:
         return
     when = created_at or iso(memory.clock())
     await memory.db.write(

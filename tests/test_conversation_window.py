@@ -129,6 +129,19 @@ async def test_unreadable_and_excluded_channels_never_enter(
     ]
 
 
+async def test_no_window_where_memory_is_off(make_memory: Any, fake_openai: FakeOpenAI) -> None:
+    mem = await make_memory(embeddings="none")
+    await say(mem, "chatter from before", 1)
+    await mem.guilds.set_setting(GUILD, "memory_enabled", "false")
+    fake_openai.script_chat(REPLY)
+    chat = ChatModel(fake_openai.client(), "gpt-4o-mini", timeout_s=2.0)
+    result = await compose_reply(
+        mem, chat, request("hi", created_at=at(10)), persona="p", temperature=0.7, max_tokens=50
+    )
+    assert result.window == ()
+    assert "chatter from before" not in str(fake_openai.chat_requests()[0].body)
+
+
 async def test_a_thread_sees_its_history_and_its_starter(make_memory: Any) -> None:
     mem = await make_memory(embeddings="none")
     starter = await say(mem, "who is up for a hike on Saturday?", 1)
@@ -187,6 +200,30 @@ async def test_only_the_latest_replies_of_a_channel_are_kept(make_memory: Any) -
             text=f"reply {i}",
             created_at=at(i),
         )
+    # Nothing is kept where memory is off or the channel excluded.
+    await mem.guilds.set_setting(GUILD, "excluded_channels", CHANNEL)
+    await record_bot_reply(
+        mem,
+        guild_id=GUILD,
+        channel_id=CHANNEL,
+        message_id="900000000000009999",
+        reply_to_id=None,
+        to_user_id=ALICE,
+        text="not kept",
+        created_at=at(500),
+    )
+    await mem.guilds.set_setting(GUILD, "excluded_channels", None)
+    await mem.guilds.set_setting(GUILD, "memory_enabled", "false")
+    await record_bot_reply(
+        mem,
+        guild_id=GUILD,
+        channel_id=CHANNEL,
+        message_id="900000000000009998",
+        reply_to_id=None,
+        to_user_id=ALICE,
+        text="not kept either",
+        created_at=at(501),
+    )
     count = await mem.db.read(
         lambda con: con.execute("SELECT count(*) FROM bot_replies").fetchone()[0]
     )
