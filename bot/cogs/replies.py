@@ -3,8 +3,9 @@
 The conversation itself (prompt, chat, lookup, lore line) is the engine's
 ``compose_reply``; this cog decides when to answer, turns the Discord message
 into a ``ReplyRequest``, shows typing, posts the text in pieces Discord
-accepts and records the traces. Every failure ends in a short apology and an
-action-log entry, never an exception.
+accepts and records the traces, the posted reply (for the channel's next
+short-term windows) and one ``reply`` action-log row. Every failure ends in a
+short apology and an action-log entry, never an exception.
 """
 
 from __future__ import annotations
