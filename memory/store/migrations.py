@@ -305,6 +305,27 @@ def m007_fact_time(con: Any) -> None:
     )
 
 
+def m008_bot_replies(con: Any) -> None:
+    # The bot's own posted replies, kept only as the conversation window's
+    # assistant turns: a table of their own (no FTS, no vectors, no
+    # extraction), so a reply can never come back as searchable memory.
+    con.executescript(
+        """
+        CREATE TABLE bot_replies (
+            message_id TEXT PRIMARY KEY,
+            guild_id TEXT NOT NULL,
+            channel_id TEXT NOT NULL,
+            reply_to_id TEXT,
+            to_user_id TEXT NOT NULL,
+            content TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX bot_replies_channel ON bot_replies (guild_id, channel_id, created_at);
+        CREATE INDEX bot_replies_user ON bot_replies (guild_id, to_user_id);
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     ("m001_core", m001_core),
     ("m002_fts", m002_fts),
@@ -313,6 +334,7 @@ MIGRATIONS: list[Migration] = [
     ("m005_operator_sessions", m005_operator_sessions),
     ("m006_message_retry", m006_message_retry),
     ("m007_fact_time", m007_fact_time),
+    ("m008_bot_replies", m008_bot_replies),
 ]
 
 
