@@ -87,6 +87,8 @@ WAL_READERS_WAIT_S = 0.25
 # How long the restart waits for readers of other processes, with writes held
 # up; a reader that takes longer makes it try again a round later.
 WAL_RESTART_WAIT_MS = 100
+# How long ``exclusive(hold_reads=True)`` waits for the reads in progress.
+EXCLUSIVE_READERS_WAIT_S = 30.0
 WAL_FRAME_HEADER = 24  # bytes before each page in the WAL
 # Page cache of each reader connection, KiB. SQLite's default (2 MiB) holds a
 # fraction of a big guild's facts table and FTS index: a search that joins
@@ -433,17 +435,27 @@ class Database:
                 log.warning("restarting WAL checkpoint failed", exc_info=True)
                 return 1
 
-    async def checkpoint(self) -> None:
-        """Fold the WAL into the main file and truncate it (after an erase, the
-        WAL would otherwise still hold the old page images)."""
+    async def exclusive(self, fn: Callable[..., T], *args: Any, hold_reads: bool = False) -> T:
+        """Run ``fn(con, *args)`` on the writer connection outside any transaction
+        (VACUUM, a checkpoint), no write in between. ``hold_reads``: first hold
+        this process's new reads back and wait up to ``EXCLUSIVE_READERS_WAIT_S``
+        for those in progress — a truncating checkpoint completes only when no
+        read transaction is open — then let them go on when ``fn`` returns."""
 
-        def run() -> None:
-            with self._con_lock:
-                if self._writer_con is None:
-                    raise StorageError("database is closed")
-                self._writer_con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        def run() -> T:
+            if hold_reads and not self._read_gate.hold(EXCLUSIVE_READERS_WAIT_S):
+                self._read_gate.release()
+                raise StorageError("reads in progress did not end")
+            try:
+                with self._con_lock:
+                    if self._writer_con is None:
+                        raise StorageError("database is closed")
+                    return fn(self._writer_con, *args)
+            finally:
+                if hold_reads:
+                    self._read_gate.release()
 
-        await self._submit(run)
+        return await self._submit(run)
 
     # -- reads -----------------------------------------------------------
     async def read(self, fn: Callable[..., T], *args: Any) -> T:

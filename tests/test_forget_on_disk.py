@@ -1,0 +1,143 @@
+"""forget leaves no byte of the erased member on disk, while the engine runs.
+
+SQL not seeing a row is not enough: a page rebuilt by a split or a
+defragmentation keeps stale cell bytes in its unallocated space, and the WAL
+keeps old page images, so the file itself is searched byte by byte — with
+other members' messages being ingested and reads in progress during the
+forget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from memory.store import sqlite
+from tests.helpers import ALICE, BOB, GUILD, msg
+
+CAROL = "666666666666666666"
+DAVE = "777777777777777777"
+TARGET_NAME = "Quillonmarsh"  # the forgotten member's display name
+TARGET_MESSAGES = 120
+
+
+def _target_text(i: int) -> str:
+    # Long, so rows overflow pages and splits move cells around; each one has
+    # its own marker so every erased message is looked for separately.
+    return (
+        f"Note {i}: I keep the ledger of the velvetquagga{i:04d} archive, "
+        f"shelf {i * 7 % 13}, and I count the jars of pickled moonfern "
+        f"every evening. " + "The corridor smells of cedar and old rope. " * (3 + i % 5)
+    )
+
+
+def _other_text(author: str, i: int) -> str:
+    return f"Member {author[-3:]} says item {i}: I like sailing, chess and the city zoo."
+
+
+def _data_files(data_dir: Path) -> list[Path]:
+    return [p for p in sorted(data_dir.rglob("*")) if p.is_file()]
+
+
+def _vector_blobs(db_path: Path, message_ids: list[str]) -> list[bytes]:
+    con = sqlite.connect(db_path, read_only=True)
+    try:
+        held = ",".join("?" * len(message_ids))
+        return [
+            bytes(r[0])
+            for r in con.execute(
+                f"SELECT v.embedding FROM message_vectors v JOIN messages m ON m.seq = v.message_seq "
+                f"WHERE m.id IN ({held})",
+                message_ids,
+            )
+        ]
+    finally:
+        con.close()
+
+
+async def test_forget_leaves_no_bytes_in_database_or_wal(make_memory: Any) -> None:
+    mem = await make_memory()
+    data_dir = mem.config.db_path.parent
+    others = (BOB, CAROL, DAVE)
+    target_ids: list[str] = []
+    outcomes = []
+    for i in range(TARGET_MESSAGES):
+        m = msg(_target_text(i), author=ALICE, name=TARGET_NAME)
+        target_ids.append(m.id)
+        outcomes.append(await mem.ingest_message(m, backpressure=True))
+        for author in others:
+            outcomes.append(
+                await mem.ingest_message(
+                    msg(_other_text(author, i), author=author, name="Bob"), backpressure=True
+                )
+            )
+    for outcome in outcomes:
+        assert await outcome.wait()
+    assert await mem.settle()
+    # Stale copies: every row of the member rewritten in place, grown then
+    # shrunk, so cells move between and within pages before the forget.
+    await mem.db.write(
+        lambda con: con.execute(
+            "UPDATE messages SET content = content || ? WHERE author_id = ?",
+            (" Postscript: " + "more cedar. " * 30, ALICE),
+        )
+    )
+    for i, mid in enumerate(target_ids):
+        await mem.db.write(
+            lambda con, mid=mid, i=i: con.execute(
+                "UPDATE messages SET content = ? WHERE id = ?", (_target_text(i), mid)
+            )
+        )
+    vectors = _vector_blobs(mem.config.db_path, target_ids)
+    assert len(vectors) == TARGET_MESSAGES
+    markers = [f"velvetquagga{i:04d}".encode() for i in range(TARGET_MESSAGES)]
+    before = b"".join(p.read_bytes() for p in _data_files(data_dir))
+    assert all(m in before for m in markers)
+    assert TARGET_NAME.encode() in before
+
+    stop = asyncio.Event()
+    ingested: list[str] = []
+    reads = 0
+
+    async def keep_ingesting() -> None:
+        i = 10_000
+        while not stop.is_set():
+            m = msg(_other_text(BOB, i), author=BOB, name="Bob")
+            assert await (await mem.ingest_message(m, backpressure=True)).wait()
+            ingested.append(m.id)
+            i += 1
+
+    async def keep_reading() -> None:
+        nonlocal reads
+        while not stop.is_set():
+            await mem.search(GUILD, "sailing chess", scope="all")
+            reads += 1
+
+    tasks = [asyncio.create_task(keep_ingesting()), asyncio.create_task(keep_reading())]
+    try:
+        await asyncio.sleep(0.2)
+        report = await mem.forget(GUILD, ALICE)
+        await asyncio.sleep(0.2)
+    finally:
+        stop.set()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    assert report.messages == TARGET_MESSAGES
+    assert ingested and reads  # the forget ran among writes and reads
+    assert await mem.settle()
+    await mem.refresh_snapshot()
+
+    for path in _data_files(data_dir):
+        data = path.read_bytes()
+        leaked = [m.decode() for m in markers if m in data]
+        assert not leaked, f"{path.name} still holds {len(leaked)} erased messages: {leaked[:5]}"
+        assert TARGET_NAME.encode() not in data, path.name
+        assert b"pickled moonfern" not in data, path.name
+        assert not [v for v in vectors if v in data], f"{path.name} still holds vectors"
+    # The rest of the guild's memory is intact and the engine still works.
+    for mid in ingested[-3:]:
+        assert await mem.get_message(GUILD, mid) is not None
+    assert await mem.search(GUILD, "sailing chess", scope="all")
