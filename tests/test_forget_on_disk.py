@@ -76,20 +76,21 @@ async def test_forget_leaves_no_bytes_in_database_or_wal(make_memory: Any) -> No
     for outcome in outcomes:
         assert await outcome.wait()
     assert await mem.settle()
+
     # Stale copies: every row of the member rewritten in place, grown then
     # shrunk, so cells move between and within pages before the forget.
-    await mem.db.write(
-        lambda con: con.execute(
+    def grow(con: Any) -> None:
+        con.execute(
             "UPDATE messages SET content = content || ? WHERE author_id = ?",
             (" Postscript: " + "more cedar. " * 30, ALICE),
         )
-    )
+
+    def shrink(con: Any, i: int, mid: str) -> None:
+        con.execute("UPDATE messages SET content = ? WHERE id = ?", (_target_text(i), mid))
+
+    await mem.db.write(grow)
     for i, mid in enumerate(target_ids):
-        await mem.db.write(
-            lambda con, mid=mid, i=i: con.execute(
-                "UPDATE messages SET content = ? WHERE id = ?", (_target_text(i), mid)
-            )
-        )
+        await mem.db.write(shrink, i, mid)
     vectors = _vector_blobs(mem.config.db_path, target_ids)
     assert len(vectors) == TARGET_MESSAGES
     markers = [f"velvetquagga{i:04d}".encode() for i in range(TARGET_MESSAGES)]
