@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,17 +59,25 @@ def _vector_blobs(db_path: Path, message_ids: list[str]) -> list[bytes]:
         con.close()
 
 
-async def test_forget_leaves_no_bytes_in_database_or_wal(make_memory: Any) -> None:
-    mem = await make_memory()
+@dataclass
+class Erased:
+    """What the forgotten member left in the guild, to look for afterwards."""
+
+    markers: list[bytes]  # one per message
+    vectors: list[bytes]  # their message embeddings
+
+
+async def _populate(mem: Any) -> Erased:
+    """A guild where the target's long messages interleave with three other
+    members' and were rewritten since, so stale copies of them exist."""
     data_dir = mem.config.db_path.parent
-    others = (BOB, CAROL, DAVE)
     target_ids: list[str] = []
     outcomes = []
     for i in range(TARGET_MESSAGES):
         m = msg(_target_text(i), author=ALICE, name=TARGET_NAME)
         target_ids.append(m.id)
         outcomes.append(await mem.ingest_message(m, backpressure=True))
-        for author in others:
+        for author in (BOB, CAROL, DAVE):
             outcomes.append(
                 await mem.ingest_message(
                     msg(_other_text(author, i), author=author, name="Bob"), backpressure=True
@@ -77,8 +87,8 @@ async def test_forget_leaves_no_bytes_in_database_or_wal(make_memory: Any) -> No
         assert await outcome.wait()
     assert await mem.settle()
 
-    # Stale copies: every row of the member rewritten in place, grown then
-    # shrunk, so cells move between and within pages before the forget.
+    # Every row of the member grown then shrunk again: cells move between and
+    # within pages before the forget.
     def grow(con: Any) -> None:
         con.execute(
             "UPDATE messages SET content = content || ? WHERE author_id = ?",
@@ -97,7 +107,13 @@ async def test_forget_leaves_no_bytes_in_database_or_wal(make_memory: Any) -> No
     before = b"".join(p.read_bytes() for p in _data_files(data_dir))
     assert all(m in before for m in markers)
     assert TARGET_NAME.encode() in before
+    return Erased(markers, vectors)
 
+
+@contextlib.asynccontextmanager
+async def _busy(mem: Any) -> AsyncIterator[Callable[[], tuple[list[str], int]]]:
+    """Keep ``mem`` ingesting another member's messages and searching until
+    the block ends; yields what was ingested and how many searches ran."""
     stop = asyncio.Event()
     ingested: list[str] = []
     reads = 0
@@ -119,26 +135,63 @@ async def test_forget_leaves_no_bytes_in_database_or_wal(make_memory: Any) -> No
     tasks = [asyncio.create_task(keep_ingesting()), asyncio.create_task(keep_reading())]
     try:
         await asyncio.sleep(0.2)
-        report = await mem.forget(GUILD, ALICE)
+        yield lambda: (ingested, reads)
         await asyncio.sleep(0.2)
     finally:
         stop.set()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _assert_gone(data_dir: Path, erased: Erased) -> None:
+    for path in _data_files(data_dir):
+        data = path.read_bytes()
+        leaked = [m.decode() for m in erased.markers if m in data]
+        assert not leaked, f"{path.name} still holds {len(leaked)} erased messages: {leaked[:5]}"
+        assert TARGET_NAME.encode() not in data, path.name
+        assert b"pickled moonfern" not in data, path.name
+        assert not [v for v in erased.vectors if v in data], f"{path.name} still holds vectors"
+
+
+async def _still_works(mem: Any, ingested: list[str]) -> None:
+    for mid in ingested[-3:]:
+        assert await mem.get_message(GUILD, mid) is not None
+    assert await mem.search(GUILD, "sailing chess", scope="all")
+
+
+async def test_forget_leaves_no_bytes_in_database_or_wal(make_memory: Any) -> None:
+    mem = await make_memory()
+    erased = await _populate(mem)
+    async with _busy(mem) as seen:
+        report = await mem.forget(GUILD, ALICE)
+    ingested, reads = seen()
     assert report.messages == TARGET_MESSAGES
     assert ingested and reads  # the forget ran among writes and reads
     assert await mem.settle()
     await mem.refresh_snapshot()
+    _assert_gone(mem.config.db_path.parent, erased)
+    await _still_works(mem, ingested)
 
-    for path in _data_files(data_dir):
-        data = path.read_bytes()
-        leaked = [m.decode() for m in markers if m in data]
-        assert not leaked, f"{path.name} still holds {len(leaked)} erased messages: {leaked[:5]}"
-        assert TARGET_NAME.encode() not in data, path.name
-        assert b"pickled moonfern" not in data, path.name
-        assert not [v for v in vectors if v in data], f"{path.name} still holds vectors"
-    # The rest of the guild's memory is intact and the engine still works.
-    for mid in ingested[-3:]:
-        assert await mem.get_message(GUILD, mid) is not None
-    assert await mem.search(GUILD, "sailing chess", scope="all")
+
+async def test_forget_beside_a_running_bot(make_memory: Any, local_embedder: Any) -> None:
+    """The CLI's forget: an engine of its own without ingest (other
+    connections, as another process has) on the data dir of a bot that keeps
+    ingesting and searching meanwhile."""
+    from memory.engine import Memory
+
+    bot = await make_memory()
+    erased = await _populate(bot)
+    async with _busy(bot) as seen:
+        cli = await Memory.open(bot.config, embedder=local_embedder, ingest=False)
+        try:
+            report = await cli.forget(GUILD, ALICE)
+        finally:
+            await cli.close()
+    ingested, reads = seen()
+    assert report.messages == TARGET_MESSAGES
+    assert ingested and reads
+    assert await bot.settle()
+    await bot.refresh_snapshot()
+    _assert_gone(bot.config.db_path.parent, erased)
+    await _still_works(bot, ingested)
