@@ -13,7 +13,9 @@ Writes wait meanwhile (they share the writer connection). Reads go on during
 the VACUUM, on the snapshot they started with; the checkpoint that follows
 holds this process's reads back, since it can empty the WAL only when no read
 transaction is open. The cost is a rewrite of the whole database — worth it
-for an erase, which is rare and must be complete.
+for an erase, which is rare and must be complete. VACUUM builds its copy in
+memory (every connection has ``temp_store = MEMORY``): for the moment, extra
+memory about the size of the database.
 """
 
 from __future__ import annotations
