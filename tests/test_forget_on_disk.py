@@ -195,3 +195,34 @@ async def test_forget_beside_a_running_bot(make_memory: Any, local_embedder: Any
     await bot.refresh_snapshot()
     _assert_gone(bot.config.db_path.parent, erased)
     await _still_works(bot, ingested)
+
+
+async def test_compaction_keeps_every_rowid(make_memory: Any) -> None:
+    """VACUUM renumbers the rows of a table with neither an INTEGER PRIMARY
+    KEY nor an index; FTS5 and vec0 address rows by rowid, so the rewrite must
+    leave every table's rowids (and rows) as they were."""
+    from memory.store import facts as store
+    from memory.store.erase import compact_erased
+
+    mem = await make_memory()
+    for i in range(40):
+        author = (ALICE, BOB, CAROL)[i % 3]
+        assert await (await mem.ingest_message(msg(_target_text(i), author=author))).wait()
+    assert await mem.settle()
+    await mem.db.write(store.forget_user, GUILD, ALICE, "test", "2026-11-22T12:00:00Z")
+
+    def rows(con: Any) -> dict[str, list[tuple[Any, ...]]]:
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+            try:
+                found = con.execute(f'SELECT _rowid_, * FROM "{name}" ORDER BY 1').fetchall()
+            except sqlite.Error:  # virtual and WITHOUT ROWID tables have no _rowid_
+                continue
+            out[name] = [tuple(r) for r in found]
+        return out
+
+    before = await mem.db.read(rows)
+    assert any(name.startswith("vec_messages_") for name in before)
+    await compact_erased(mem.db)
+    assert await mem.db.read(rows) == before
+    assert await mem.search(GUILD, "pickled moonfern", scope="all")
