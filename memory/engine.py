@@ -54,6 +54,7 @@ from memory.store import facts as store
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
+from memory.store.erase import compact_erased
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +310,12 @@ class Memory:
         self.embeddings.forget_queries()
         lines = await asyncio.to_thread(self.journal.redact_user, guild_id, user_id)
         await self.refresh_snapshot()
-        await self.db.checkpoint()
+        # The erase freed their rows; the rewrite also drops the stale copies
+        # of them that earlier page rebuilds and the WAL still hold.
+        compaction = await compact_erased(self.db)
+        log.info(
+            "forget: database rewritten (%d pages) in %.2f s", compaction.pages, compaction.seconds
+        )
         return ForgetReport(
             guild_id=guild_id,
             user_id=user_id,
@@ -318,6 +324,7 @@ class Memory:
             messages=counts.messages,
             traces=counts.traces,
             journal_lines=lines,
+            compaction_s=compaction.seconds,
         )
 
     # -- retrieval ---------------------------------------------------------------------------------

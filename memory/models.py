@@ -228,6 +228,7 @@ class ForgetReport:
     messages: int
     traces: int
     journal_lines: int
+    compaction_s: float = 0.0  # the rewrite of the database file that followed the erase
 
 
 @dataclass(frozen=True)

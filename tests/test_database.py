@@ -170,3 +170,64 @@ async def test_sustained_writes_with_readers_always_busy_keep_the_wal_bounded(
     # The limit, plus what the commits between two checks add, plus slack for
     # a restart that had to wait a round.
     assert peak <= 4 * limit, peak
+
+
+async def test_exclusive_holding_reads_waits_for_them_and_empties_the_wal(tmp_path: Path) -> None:
+    """``exclusive(hold_reads=True)`` starts once the read in progress ends,
+    keeps new reads out until it returns — so a TRUNCATE checkpoint in it
+    completes — and an urgent write issued meanwhile runs after it."""
+    import threading
+
+    db = Database(tmp_path / "x.sqlite3")
+    await db.open()
+    wal = Path(f"{db.path}-wal")
+    read_may_end = threading.Event()
+    fn_may_end = threading.Event()
+    fn_started = threading.Event()
+    order: list[str] = []
+
+    def long_read(con: Any) -> None:
+        con.execute("SELECT count(*) FROM guild_settings").fetchone()
+        read_may_end.wait(30)
+        order.append("first read ends")
+
+    def truncate(con: Any) -> int:
+        order.append("exclusive starts")
+        fn_started.set()
+        fn_may_end.wait(30)
+        busy = int(con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
+        order.append("exclusive ends")
+        return busy
+
+    def second_read(con: Any) -> None:
+        order.append("second read")
+
+    def urgent(con: Any) -> None:
+        _put(con, "urgent")
+        order.append("urgent write")
+
+    try:
+        for i in range(20):
+            await db.write(_put, f"k{i}", "x" * 2000)
+        assert _size(wal) > 0
+        first = asyncio.create_task(db.read(long_read))
+        await asyncio.sleep(0.05)
+        job = asyncio.create_task(db.exclusive(truncate, hold_reads=True))
+        await asyncio.sleep(0.1)
+        assert not fn_started.is_set()  # the read in progress holds it back
+        read_may_end.set()
+        await first
+        assert await asyncio.to_thread(fn_started.wait, 30)
+        second = asyncio.create_task(db.read(second_read))
+        write = asyncio.create_task(db.write(urgent, urgent=True))
+        await asyncio.sleep(0.1)
+        assert "second read" not in order and "urgent write" not in order
+        fn_may_end.set()
+        assert await job == 0
+        await asyncio.gather(second, write)
+    finally:
+        read_may_end.set()
+        fn_may_end.set()
+        await db.close()
+    assert order[:3] == ["first read ends", "exclusive starts", "exclusive ends"]
+    assert set(order[3:]) == {"second read", "urgent write"}

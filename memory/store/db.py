@@ -87,6 +87,7 @@ WAL_READERS_WAIT_S = 0.25
 # How long the restart waits for readers of other processes, with writes held
 # up; a reader that takes longer makes it try again a round later.
 WAL_RESTART_WAIT_MS = 100
+EXCLUSIVE_READERS_WAIT_S = 30.0  # how long ``exclusive`` waits for reads to end
 WAL_FRAME_HEADER = 24  # bytes before each page in the WAL
 # Page cache of each reader connection, KiB. SQLite's default (2 MiB) holds a
 # fraction of a big guild's facts table and FTS index: a search that joins
@@ -135,6 +136,7 @@ class Database:
         self._con_lock = threading.Lock()  # held for exactly one write transaction
         self._fast_waiting = threading.Event()  # cleared while a fast-path write waits
         self._fast_waiting.set()
+        self._exclusive = False  # an ``exclusive`` job holds the connection
         self._cond = threading.Condition()
         self._urgent: deque[_Job] = deque()
         self._normal: deque[_Job] = deque()
@@ -272,7 +274,7 @@ class Database:
             # not take the lock straight back for its next transaction.
             self._fast_waiting.clear()
             try:
-                got = self._con_lock.acquire(timeout=FAST_PATH_WAIT_S)
+                got = self._con_lock.acquire(timeout=0 if self._exclusive else FAST_PATH_WAIT_S)
             finally:
                 self._fast_waiting.set()
             if got:
@@ -432,17 +434,28 @@ class Database:
                 log.warning("restarting WAL checkpoint failed", exc_info=True)
                 return 1
 
-    async def checkpoint(self) -> None:
-        """Fold the WAL into the main file and truncate it (after an erase, the
-        WAL would otherwise still hold the old page images)."""
+    async def exclusive(self, fn: Callable[..., T], *args: Any, hold_reads: bool = False) -> T:
+        """Run ``fn(con, *args)`` on the writer connection outside any transaction
+        (VACUUM, a checkpoint). ``hold_reads``: new reads wait, and it waits for
+        those in progress first (a truncating checkpoint needs no read open)."""
 
-        def run() -> None:
-            with self._con_lock:
-                if self._writer_con is None:
-                    raise StorageError("database is closed")
-                self._writer_con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        def run() -> T:
+            try:
+                if hold_reads and not self._read_gate.hold(EXCLUSIVE_READERS_WAIT_S):
+                    raise StorageError("reads in progress did not end")
+                with self._con_lock:
+                    if self._writer_con is None:
+                        raise StorageError("database is closed")
+                    self._exclusive = True  # urgent writes queue up, no fast-path wait
+                    try:
+                        return fn(self._writer_con, *args)
+                    finally:
+                        self._exclusive = False
+            finally:
+                if hold_reads:
+                    self._read_gate.release()
 
-        await self._submit(run)
+        return await self._submit(run)
 
     # -- reads -----------------------------------------------------------
     async def read(self, fn: Callable[..., T], *args: Any) -> T:

@@ -1,0 +1,228 @@
+"""forget leaves no byte of the erased member on disk, while the engine runs.
+
+SQL not seeing a row is not enough: a page rebuilt by a split or a
+defragmentation keeps stale cell bytes in its unallocated space, and the WAL
+keeps old page images, so the file itself is searched byte by byte — with
+other members' messages being ingested and reads in progress during the
+forget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memory.store import sqlite
+from tests.helpers import ALICE, BOB, GUILD, msg
+
+CAROL = "666666666666666666"
+DAVE = "777777777777777777"
+TARGET_NAME = "Quillonmarsh"  # the forgotten member's display name
+TARGET_MESSAGES = 120
+
+
+def _target_text(i: int) -> str:
+    # Long, so rows overflow pages and splits move cells around; each one has
+    # its own marker so every erased message is looked for separately.
+    return (
+        f"Note {i}: I keep the ledger of the velvetquagga{i:04d} archive, "
+        f"shelf {i * 7 % 13}, and I count the jars of pickled moonfern "
+        f"every evening. " + "The corridor smells of cedar and old rope. " * (3 + i % 5)
+    )
+
+
+def _other_text(author: str, i: int) -> str:
+    return f"Member {author[-3:]} says item {i}: I like sailing, chess and the city zoo."
+
+
+def _data_files(data_dir: Path) -> list[Path]:
+    return [p for p in sorted(data_dir.rglob("*")) if p.is_file()]
+
+
+def _vector_blobs(db_path: Path, message_ids: list[str]) -> list[bytes]:
+    con = sqlite.connect(db_path, read_only=True)
+    try:
+        held = ",".join("?" * len(message_ids))
+        return [
+            bytes(r[0])
+            for r in con.execute(
+                f"SELECT v.embedding FROM message_vectors v JOIN messages m ON m.seq = v.message_seq "
+                f"WHERE m.id IN ({held})",
+                message_ids,
+            )
+        ]
+    finally:
+        con.close()
+
+
+@dataclass
+class Erased:
+    """What the forgotten member left in the guild, to look for afterwards."""
+
+    markers: list[bytes]  # one per message
+    vectors: list[bytes]  # their message embeddings
+
+
+async def _populate(mem: Any) -> Erased:
+    """A guild where the target's long messages interleave with three other
+    members' and were rewritten since, so stale copies of them exist."""
+    data_dir = mem.config.db_path.parent
+    target_ids: list[str] = []
+    outcomes = []
+    for i in range(TARGET_MESSAGES):
+        m = msg(_target_text(i), author=ALICE, name=TARGET_NAME)
+        target_ids.append(m.id)
+        outcomes.append(await mem.ingest_message(m, backpressure=True))
+        for author in (BOB, CAROL, DAVE):
+            outcomes.append(
+                await mem.ingest_message(
+                    msg(_other_text(author, i), author=author, name="Bob"), backpressure=True
+                )
+            )
+    for outcome in outcomes:
+        assert await outcome.wait()
+    assert await mem.settle()
+
+    # Every row of the member grown then shrunk again: cells move between and
+    # within pages before the forget.
+    def grow(con: Any) -> None:
+        con.execute(
+            "UPDATE messages SET content = content || ? WHERE author_id = ?",
+            (" Postscript: " + "more cedar. " * 30, ALICE),
+        )
+
+    def shrink(con: Any, i: int, mid: str) -> None:
+        con.execute("UPDATE messages SET content = ? WHERE id = ?", (_target_text(i), mid))
+
+    await mem.db.write(grow)
+    for i, mid in enumerate(target_ids):
+        await mem.db.write(shrink, i, mid)
+    vectors = _vector_blobs(mem.config.db_path, target_ids)
+    assert len(vectors) == TARGET_MESSAGES
+    markers = [f"velvetquagga{i:04d}".encode() for i in range(TARGET_MESSAGES)]
+    before = b"".join(p.read_bytes() for p in _data_files(data_dir))
+    assert all(m in before for m in markers)
+    assert TARGET_NAME.encode() in before
+    return Erased(markers, vectors)
+
+
+@contextlib.asynccontextmanager
+async def _busy(mem: Any) -> AsyncIterator[Callable[[], tuple[list[str], int]]]:
+    """Keep ``mem`` ingesting another member's messages and searching until
+    the block ends; yields what was ingested and how many searches ran."""
+    stop = asyncio.Event()
+    ingested: list[str] = []
+    reads = 0
+
+    async def keep_ingesting() -> None:
+        i = 10_000
+        while not stop.is_set():
+            m = msg(_other_text(BOB, i), author=BOB, name="Bob")
+            assert await (await mem.ingest_message(m, backpressure=True)).wait()
+            ingested.append(m.id)
+            i += 1
+
+    async def keep_reading() -> None:
+        nonlocal reads
+        while not stop.is_set():
+            await mem.search(GUILD, "sailing chess", scope="all")
+            reads += 1
+
+    tasks = [asyncio.create_task(keep_ingesting()), asyncio.create_task(keep_reading())]
+    try:
+        await asyncio.sleep(0.2)
+        yield lambda: (ingested, reads)
+        await asyncio.sleep(0.2)
+    finally:
+        stop.set()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _assert_gone(data_dir: Path, erased: Erased) -> None:
+    for path in _data_files(data_dir):
+        data = path.read_bytes()
+        leaked = [m.decode() for m in erased.markers if m in data]
+        assert not leaked, f"{path.name} still holds {len(leaked)} erased messages: {leaked[:5]}"
+        assert TARGET_NAME.encode() not in data, path.name
+        assert b"pickled moonfern" not in data, path.name
+        assert not [v for v in erased.vectors if v in data], f"{path.name} still holds vectors"
+
+
+async def _still_works(mem: Any, ingested: list[str]) -> None:
+    for mid in ingested[-3:]:
+        assert await mem.get_message(GUILD, mid) is not None
+    assert await mem.search(GUILD, "sailing chess", scope="all")
+
+
+async def test_forget_leaves_no_bytes_in_database_or_wal(make_memory: Any) -> None:
+    mem = await make_memory()
+    erased = await _populate(mem)
+    async with _busy(mem) as seen:
+        report = await mem.forget(GUILD, ALICE)
+    ingested, reads = seen()
+    assert report.messages == TARGET_MESSAGES
+    assert ingested and reads  # the forget ran among writes and reads
+    assert await mem.settle()
+    await mem.refresh_snapshot()
+    _assert_gone(mem.config.db_path.parent, erased)
+    await _still_works(mem, ingested)
+
+
+async def test_forget_beside_a_running_bot(make_memory: Any, local_embedder: Any) -> None:
+    """The CLI's forget: an engine of its own without ingest (other
+    connections, as another process has) on the data dir of a bot that keeps
+    ingesting and searching meanwhile."""
+    from memory.engine import Memory
+
+    bot = await make_memory()
+    erased = await _populate(bot)
+    async with _busy(bot) as seen:
+        cli = await Memory.open(bot.config, embedder=local_embedder, ingest=False)
+        try:
+            report = await cli.forget(GUILD, ALICE)
+        finally:
+            await cli.close()
+    ingested, reads = seen()
+    assert report.messages == TARGET_MESSAGES
+    assert ingested and reads
+    assert await bot.settle()
+    await bot.refresh_snapshot()
+    _assert_gone(bot.config.db_path.parent, erased)
+    await _still_works(bot, ingested)
+
+
+async def test_compaction_keeps_every_rowid(make_memory: Any) -> None:
+    """VACUUM renumbers the rows of a table with neither an INTEGER PRIMARY
+    KEY nor an index; FTS5 and vec0 address rows by rowid, so the rewrite must
+    leave every table's rowids (and rows) as they were."""
+    from memory.store import facts as store
+    from memory.store.erase import compact_erased
+
+    mem = await make_memory()
+    for i in range(40):
+        author = (ALICE, BOB, CAROL)[i % 3]
+        assert await (await mem.ingest_message(msg(_target_text(i), author=author))).wait()
+    assert await mem.settle()
+    await mem.db.write(store.forget_user, GUILD, ALICE, "test", "2026-11-22T12:00:00Z")
+
+    def rows(con: Any) -> dict[str, list[tuple[Any, ...]]]:
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+            try:
+                found = con.execute(f'SELECT _rowid_, * FROM "{name}" ORDER BY 1').fetchall()
+            except sqlite.Error:  # virtual and WITHOUT ROWID tables have no _rowid_
+                continue
+            out[name] = [tuple(r) for r in found]
+        return out
+
+    before = await mem.db.read(rows)
+    assert any(name.startswith("vec_messages_") for name in before)
+    await compact_erased(mem.db)
+    assert await mem.db.read(rows) == before
+    assert await mem.search(GUILD, "pickled moonfern", scope="all")
