@@ -234,7 +234,10 @@ class Memory:
             return self._reject(msg, "channel excluded from memory (setting)")
         if clean.is_bot and not gs.ingest_bots:
             return self._reject(msg, "bot messages are not ingested (guild setting)")
-        return await self.queue.submit(clean, backpressure=backpressure)
+        current = self.lifecycle.before_ingest(clean)
+        if current is None:
+            return self._reject(msg, "deleted on Discord before it was stored")
+        return await self.queue.submit(current, backpressure=backpressure)
 
     def _reject(self, msg: IncomingMessage, reason: str) -> IngestOutcome:
         key = reason.split(":")[0][:60]

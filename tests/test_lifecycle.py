@@ -276,3 +276,32 @@ async def test_edit_of_a_message_never_ingested_is_a_no_op(make_memory: Any) -> 
     assert not report.applied
     assert count(mem, "SELECT count(*) FROM messages") == 0
     assert journal_text(mem) == ""
+
+
+async def test_a_delete_that_overtakes_its_message_keeps_it_out(make_memory: Any) -> None:
+    mem = await make_memory(extractor=ScriptedExtractor(fn=echo_fact))
+    m = msg(f"I keep a {SECRET} in my garden")
+
+    report = await mem.delete_messages(GUILD, [m.id])
+    outcome = await mem.ingest_message(m)
+    await mem.settle()
+
+    assert report.messages == 0 and outcome.status == "rejected"
+    assert count(mem, "SELECT count(*) FROM messages") == 0
+    assert await facts_of(mem) == []
+    assert SECRET not in journal_text(mem)
+
+
+async def test_an_edit_that_overtakes_its_message_is_not_lost(make_memory: Any) -> None:
+    mem = await make_memory(extractor=ScriptedExtractor(fn=echo_fact))
+    m = msg(f"I keep {SECRET} pets at home")
+
+    report = await mem.edit_message(GUILD, m.id, "I collect vintage typewriters")
+    assert await (await mem.ingest_message(m)).wait()
+    await mem.settle()
+
+    assert not report.applied
+    stored = await mem.get_message(GUILD, m.id)
+    assert stored is not None and stored.content == "I collect vintage typewriters"
+    assert await facts_of(mem) == ["Alice said I collect vintage typewriters."]
+    assert SECRET not in await all_text(mem)

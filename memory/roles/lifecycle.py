@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memory.clock import Clock, iso
 from memory.config import IngestConfig
 from memory.extract.guards import clean_message, is_grounded
 from memory.ingest.queue import IngestQueue
 from memory.journal import DELETED, EDITED, Journal
-from memory.models import StoredMessage
+from memory.models import IncomingMessage, StoredMessage
 from memory.snapshot import SnapshotRefresher
 from memory.store import lifecycle as store_lifecycle
 from memory.store import messages as store_messages
@@ -30,6 +31,7 @@ from memory.store.db import Database
 log = logging.getLogger(__name__)
 
 ACTOR = "discord"
+EARLY_KEPT = 2048
 
 
 @dataclass(frozen=True)
@@ -70,12 +72,80 @@ class MessageLifecycle:
         self._cfg = cfg
         self._clock = clock
         self._ingesting = ingesting
+        # Events about ids not stored yet (a delete or an edit that overtook
+        # its message): id → the edited text, or None once deleted.
+        self._early: OrderedDict[str, str | None] = OrderedDict()
+
+    def before_ingest(self, msg: IncomingMessage) -> IncomingMessage | None:
+        """A message about to be stored, as Discord's later events left it:
+        None if it was deleted meanwhile, its edited text if it was edited."""
+        if msg.id not in self._early:
+            return msg
+        content = self._early.pop(msg.id)
+        return None if content is None else replace(msg, content=content)
+
+    def _remember_early(self, message_id: str, content: str | None) -> None:
+        # Called in the same loop step as the ``holds`` check: an ingest of
+        # this id either is already held by the queue or will see this.
+        self._early[message_id] = content
+        self._early.move_to_end(message_id)
+        while len(self._early) > EARLY_KEPT:
+            self._early.popitem(last=False)
+
+    async def _wait_for(self, message_ids: Sequence[str]) -> bool:
+        """Wait until the queue is done with these messages; False on timeout."""
+        futures = [f for i in message_ids if (f := self._queue.known_future(i)) is not None]
+        if not futures:
+            return True
+        try:
+            await asyncio.wait_for(
+                asyncio.shield(asyncio.gather(*futures)), self._cfg.drain_timeout_s
+            )
+        except TimeoutError:
+            log.warning("%d changed messages are still being processed", len(futures))
+            return False
+        return True
 
     async def delete_messages(self, guild_id: str, message_ids: Sequence[str]) -> DeleteReport:
         """Erase messages of one guild: rows, FTS rows, vectors, traces; their
         journal lines become ``[deleted]``; facts they alone supported are
-        retracted. Ids never stored are skipped; nothing is created for them."""
-        ids = [str(i) for i in message_ids if str(i)]
+        retracted. Nothing is stored for ids never stored (an ingest of one
+        still on its way is refused)."""
+        ids = list(dict.fromkeys(str(i) for i in message_ids if str(i)))
+        if not ids:
+            return DeleteReport(guild_id, 0, 0, 0, 0, 0)
+        counts = await self._delete_once(guild_id, ids)
+        found = {g.message_id for g in counts.messages}
+        missing = [i for i in ids if i not in found]
+        held = [i for i in missing if self._queue.holds(i)]
+        for i in missing:
+            if i not in held:
+                self._remember_early(i, None)
+        if held and await self._wait_for(held):
+            # Accepted just before the delete and stored after it.
+            more = await self._delete_once(guild_id, held)
+            counts = store_lifecycle.DeleteCounts(
+                counts.messages + more.messages,
+                counts.facts_retracted + more.facts_retracted,
+                counts.facts_kept + more.facts_kept,
+                counts.traces + more.traces,
+            )
+        if not counts.messages:
+            return DeleteReport(guild_id, 0, 0, 0, 0, 0)
+        lines = await asyncio.to_thread(self._rewrite_lines, guild_id, counts.messages, None)
+        await self._snapshot.refresh_now()
+        # Where byte-level erasure of the freed pages belongs (as for forget).
+        await self._db.checkpoint()
+        return DeleteReport(
+            guild_id,
+            len(counts.messages),
+            counts.facts_retracted,
+            counts.facts_kept,
+            counts.traces,
+            lines,
+        )
+
+    async def _delete_once(self, guild_id: str, ids: list[str]) -> store_lifecycle.DeleteCounts:
         now = iso(self._clock())
 
         def work(con: object) -> store_lifecycle.DeleteCounts:
@@ -96,21 +166,8 @@ class MessageLifecycle:
                 )
             return counts
 
-        counts = await self._db.write(work) if ids else None
-        if counts is None or not counts.messages:
-            return DeleteReport(guild_id, 0, 0, 0, 0, 0)
-        lines = await asyncio.to_thread(self._rewrite_lines, guild_id, counts.messages, None)
-        await self._snapshot.refresh_now()
-        # Where byte-level erasure of the freed pages belongs (as for forget).
-        await self._db.checkpoint()
-        return DeleteReport(
-            guild_id,
-            len(counts.messages),
-            counts.facts_retracted,
-            counts.facts_kept,
-            counts.traces,
-            lines,
-        )
+        result: store_lifecycle.DeleteCounts = await self._db.write(work)
+        return result
 
     async def edit_message(
         self, guild_id: str, message_id: str, content: str, edited_at: str | None = None
@@ -129,33 +186,19 @@ class MessageLifecycle:
                 report.facts_retracted,
                 report.journal_lines,
             )
-        now = iso(self._clock())
-
-        def work(con: object) -> tuple[store_lifecycle.StoredEdit | None, object]:
-            edit = store_lifecycle.edit_message(
-                con, guild_id, message_id, text, ACTOR, now, is_grounded
-            )
-            if edit is None:
-                return None, None
-            store_ops.log_action(
-                con,
-                "memory_message_edited",
-                f"message {message_id} edited, retracted {edit.facts_retracted} facts",
-                now,
-                guild_id=guild_id,
-                detail={
-                    "message_id": message_id,
-                    "edited_at": edited_at,
-                    "facts_retracted": edit.facts_retracted,
-                },
-            )
-            return edit, store_messages.get_message(con, guild_id, message_id)
-
-        edit, stored = await self._db.write(work)
-        if edit is None or not isinstance(stored, StoredMessage):
+        edit, stored = await self._edit_once(guild_id, message_id, text, edited_at)
+        if stored is None:
+            if not self._queue.holds(message_id):
+                self._remember_early(message_id, text)
+                return EditReport(guild_id, message_id, False)
+            # Accepted just before the edit and stored after it.
+            if not await self._wait_for([message_id]):
+                return EditReport(guild_id, message_id, False)
+            edit, stored = await self._edit_once(guild_id, message_id, text, edited_at)
+        if edit is None or stored is None:
             return EditReport(guild_id, message_id, False)
         was = store_lifecycle.Gone(
-            stored.created_at, stored.author_id, stored.channel_id, edit.old_content
+            message_id, stored.created_at, stored.author_id, stored.channel_id, edit.old_content
         )
         lines = await asyncio.to_thread(self._rewrite_lines, guild_id, [was], text)
         self._snapshot.request()
@@ -163,16 +206,39 @@ class MessageLifecycle:
             await self._requeue(stored)
         return EditReport(guild_id, message_id, True, edit.facts_retracted, lines)
 
+    async def _edit_once(
+        self, guild_id: str, message_id: str, text: str, edited_at: str | None
+    ) -> tuple[store_lifecycle.StoredEdit | None, StoredMessage | None]:
+        now = iso(self._clock())
+
+        def work(con: object) -> tuple[store_lifecycle.StoredEdit | None, StoredMessage | None]:
+            edit = store_lifecycle.edit_message(
+                con, guild_id, message_id, text, ACTOR, now, is_grounded
+            )
+            if edit is not None:
+                store_ops.log_action(
+                    con,
+                    "memory_message_edited",
+                    f"message {message_id} edited, retracted {edit.facts_retracted} facts",
+                    now,
+                    guild_id=guild_id,
+                    detail={
+                        "message_id": message_id,
+                        "edited_at": edited_at,
+                        "facts_retracted": edit.facts_retracted,
+                    },
+                )
+            return edit, store_messages.get_message(con, guild_id, message_id)
+
+        result: tuple[store_lifecycle.StoredEdit | None, StoredMessage | None]
+        result = await self._db.write(work)
+        return result
+
     async def _requeue(self, stored: StoredMessage) -> None:
         # A job still holding the old text writes nothing (its text is no
         # longer the stored one); the new text is queued once it is out.
-        running = self._queue.known_future(stored.id) if self._queue.holds(stored.id) else None
-        if running is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(running), self._cfg.drain_timeout_s)
-            except TimeoutError:
-                log.warning("edited message %s: still being processed; left to replay", stored.id)
-                return
+        if self._queue.holds(stored.id) and not await self._wait_for([stored.id]):
+            return  # left to the start-up replay: the row is 'pending'
         self._queue.forget_done(stored.id)
         await self._queue.enqueue_replay(stored.to_incoming())
 

@@ -20,8 +20,9 @@ from memory.store.vectors import delete_fact_vectors_index, delete_message_vecto
 
 
 class Gone(NamedTuple):
-    """A deleted message: what its journal line is known by."""
+    """A deleted message: its id and what its journal line is known by."""
 
+    message_id: str
     created_at: str
     author_id: str
     channel_id: str
@@ -191,7 +192,9 @@ def delete_messages(
         con.execute(
             f"DELETE FROM messages WHERE guild_id = ? AND id IN ({held})", [guild_id, *chunk]
         )
-    gone = [Gone(r["created_at"], r["author_id"], r["channel_id"], r["content"]) for r in rows]
+    gone = [
+        Gone(r["id"], r["created_at"], r["author_id"], r["channel_id"], r["content"]) for r in rows
+    ]
     return DeleteCounts(gone, retracted, kept, traces)
 
 
