@@ -305,3 +305,20 @@ async def test_an_edit_that_overtakes_its_message_is_not_lost(make_memory: Any) 
     assert stored is not None and stored.content == "I collect vintage typewriters"
     assert await facts_of(mem) == ["Alice said I collect vintage typewriters."]
     assert SECRET not in await all_text(mem)
+
+
+async def test_a_fact_kept_by_an_edit_keeps_no_quote_of_the_old_text(make_memory: Any) -> None:
+    def first_time_only(text: str, author: str) -> list[Candidate]:
+        return bicycle(text, author) if SECRET in text else []
+
+    mem = await make_memory(extractor=ScriptedExtractor(fn=first_time_only))
+    m = msg(f"I have a red bicycle named {SECRET}")
+    assert await (await mem.ingest_message(m)).wait()
+    await mem.settle()
+
+    report = await mem.edit_message(GUILD, m.id, "I have a red bicycle")
+    await mem.settle()
+
+    assert report.facts_retracted == 0
+    assert await facts_of(mem) == ["Alice has a red bicycle."]
+    assert SECRET not in await all_text(mem)

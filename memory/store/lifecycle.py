@@ -233,6 +233,12 @@ def edit_message(
         now,
         keep=lambda fid: grounded(texts.get(fid, ""), content),
     )
+    # A fact the new text still grounds keeps no quote of the old text; the
+    # extraction of the new text quotes it again.
+    con.execute(
+        "UPDATE memory_facts SET evidence_text = NULL WHERE guild_id = ? AND source_message_id = ?",
+        (guild_id, message_id),
+    )
     seq = int(row["seq"])
     delete_message_vectors_index(con, [seq])
     con.execute("DELETE FROM message_vectors WHERE message_seq = ?", (seq,))
