@@ -5,7 +5,10 @@ durable record (a deleted message has no row left; an edited one holds the
 new text in state ``pending``, so a restart extracts it). The pipeline
 compares a message's stored text with the text it extracted from before it
 writes facts, so a job still queued or extracting when the event arrives
-writes nothing, and an edit is extracted again from the new text.
+writes nothing, and an edit is extracted again from the new text. An event
+that overtakes its message (not stored yet) waits for it if the queue holds
+it, and is otherwise kept in memory for ``before_ingest`` (a bounded map,
+lost on restart; Discord does not send a deleted message again).
 """
 
 from __future__ import annotations
