@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "bot.cogs.listener",
+    "bot.cogs.lifecycle",
     "bot.cogs.replies",
     "bot.cogs.memory_commands",
     "bot.cogs.voice",

@@ -46,6 +46,7 @@ from memory.models import (
 from memory.roles.admin import AdminOps, SearchStats
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
+from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
 from memory.roles.traces import TraceOps
 from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
@@ -116,6 +117,15 @@ class Memory:
             guilds=self.guilds,
             search=self._search_stats,
             rejected=self.rejected,
+        )
+        self.lifecycle = MessageLifecycle(
+            db=self.db,
+            journal=self.journal,
+            queue=self.queue,
+            snapshot=self.snapshot,
+            cfg=config.ingest,
+            clock=clock,
+            ingesting=lambda: self._ingesting,
         )
         self._retriever: Any = None
         self._started = False
@@ -225,7 +235,10 @@ class Memory:
             return self._reject(msg, "channel excluded from memory (setting)")
         if clean.is_bot and not gs.ingest_bots:
             return self._reject(msg, "bot messages are not ingested (guild setting)")
-        return await self.queue.submit(clean, backpressure=backpressure)
+        current = self.lifecycle.before_ingest(clean)
+        if current is None:
+            return self._reject(msg, "deleted on Discord before it was stored")
+        return await self.queue.submit(current, backpressure=backpressure)
 
     def _reject(self, msg: IncomingMessage, reason: str) -> IngestOutcome:
         key = reason.split(":")[0][:60]
@@ -250,6 +263,16 @@ class Memory:
             store_messages.get_message, guild_id, message_id
         )
         return result
+
+    async def delete_messages(self, guild_id: str, message_ids: Sequence[str]) -> DeleteReport:
+        """Discord deleted these messages: erase them and what only they supported."""
+        return await self.lifecycle.delete_messages(guild_id, message_ids)
+
+    async def edit_message(
+        self, guild_id: str, message_id: str, content: str, edited_at: str | None = None
+    ) -> EditReport:
+        """Discord edited a message: store the new text and extract it again."""
+        return await self.lifecycle.edit_message(guild_id, message_id, content, edited_at)
 
     # -- lore and forget ---------------------------------------------------------------------
     async def remember_line(

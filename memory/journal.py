@@ -17,6 +17,8 @@ import re
 import stat
 import tempfile
 import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -28,6 +30,11 @@ from memory.errors import ConfigError, InvalidInput
 logger = logging.getLogger(__name__)
 
 REDACTED = "[redacted]"
+DELETED = "[deleted]"
+EDITED = "(edited) "
+# Messages rewritten recently (deleted or edited), so a line appended for one
+# after its rewrite (it was still queued) carries the rewritten text.
+_REWRITES_KEPT = 20_000
 
 _DAILY_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 # Fields never contain "|" (it is replaced on write), so " | " splits a line
@@ -96,6 +103,23 @@ def format_line(
     )
 
 
+def message_key(
+    time_iso: str, author_id: str, guild_id: str, channel_id: str, content: str
+) -> tuple[str, str, str, str, str]:
+    """What identifies one message's line: its time, author, guild, channel and text."""
+    return (
+        iso(parse_iso(time_iso)),
+        clean_id(author_id),
+        clean_id(guild_id),
+        clean_id(channel_id),
+        clean_field(content),
+    )
+
+
+def _entry_key(m: re.Match[str]) -> tuple[str, str, str, str, str]:
+    return (m["time"], m["author_id"], m["guild_id"], m["channel_id"], m["content"])
+
+
 def parse_line(line: str) -> JournalEntry | None:
     """Parse one journal line; ``None`` for headers and anything foreign."""
     m = _LINE.match(line.rstrip("\r\n"))
@@ -162,6 +186,7 @@ class Journal:
         self.root = Path(root)
         self.tz = tz
         self._lock = threading.Lock()
+        self._rewrites: OrderedDict[tuple[str, str, str, str, str], str] = OrderedDict()
 
     # -- paths -------------------------------------------------------------
 
@@ -200,8 +225,10 @@ class Journal:
         content: str,
     ) -> JournalLine:
         """Append one message line to the file of its day (imports land on their own day)."""
-        line = self._line(msg_time_iso, author_name, author_id, guild_id, channel_id, content)
+        key = message_key(msg_time_iso, author_id, guild_id, channel_id, content)
         with self._lock:
+            content = self._rewrites.get(key, content)
+            line = self._line(msg_time_iso, author_name, author_id, guild_id, channel_id, content)
             self._write(line)
         return line
 
@@ -217,8 +244,10 @@ class Journal:
         """Append the line unless exactly this line is already in its day's file;
         True if it was written now. For a message an earlier run accepted: that
         run may have died between writing the line and recording it."""
-        line = self._line(msg_time_iso, author_name, author_id, guild_id, channel_id, content)
+        key = message_key(msg_time_iso, author_id, guild_id, channel_id, content)
         with self._lock:
+            content = self._rewrites.get(key, content)
+            line = self._line(msg_time_iso, author_name, author_id, guild_id, channel_id, content)
             if self._contains(line):
                 return False
             self._write(line)
@@ -291,6 +320,46 @@ class Journal:
                         "journal %s: redacted user in guild %s (%d lines)", path.name, gid, n
                     )
         return removed
+
+    def rewrite_message(
+        self,
+        msg_time_iso: str,
+        author_id: str,
+        guild_id: str,
+        channel_id: str,
+        texts: Sequence[str],
+        content: str,
+    ) -> int:
+        """Replace one message's line with ``content`` (``DELETED`` for a deleted
+        message, ``EDITED`` + text for an edit). The line is known by the
+        message's time, author, guild, channel and its journaled text, one of
+        ``texts``. A line for it appended later (it was still queued) gets
+        ``content`` too. Returns the number of lines changed."""
+        keys = {message_key(msg_time_iso, author_id, guild_id, channel_id, t) for t in texts}
+        path = self.path_for(self.day_of(msg_time_iso))
+        with self._lock:
+            for key in keys:
+                self._rewrites[key] = content
+                self._rewrites.move_to_end(key)
+            while len(self._rewrites) > _REWRITES_KEPT:
+                self._rewrites.popitem(last=False)
+            try:
+                original = path.read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                return 0
+            out: list[str] = []
+            changed = 0
+            for line in original.splitlines(keepends=True):
+                body = line.rstrip("\r\n")
+                m = _LINE.match(body)
+                if m is not None and _entry_key(m) in keys:
+                    new = body[: m.start("content")] + clean_field(content)
+                    changed += new != body
+                    line = new + line[len(body) :]
+                out.append(line)
+            if changed:
+                atomic_write_bytes(path, "".join(out).encode("utf-8"))
+        return changed
 
     def _redact_file(
         self, path: Path, gid: str, uid: str, mention: re.Pattern[str]

@@ -42,6 +42,7 @@ from memory.store import facts as store
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
+from memory.store.lifecycle import current_content
 
 log = logging.getLogger(__name__)
 
@@ -341,6 +342,10 @@ class BatchProcessor:
 
     def _write_one(self, con: Any, p: _Prepared, now: str) -> tuple[str, list[Fact]]:
         m = p.job.msg
+        if current_content(con, m.id) != m.content:
+            # Deleted, or edited after this job read it (the edit queued it
+            # again): facts from the old text must not be written.
+            return "superseded", []
         if p.cleaned is None:
             self.stats.skipped_short += 1
             store_messages.finish_message(con, m.id, "skipped", now, "too short after cleaning")

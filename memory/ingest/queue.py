@@ -237,6 +237,11 @@ class IngestQueue:
         self.stats.accepted += 1
         return IngestOutcome(msg.id, "queued", None if is_new else "resumed", job.done)
 
+    def forget_done(self, message_id: str) -> None:
+        """The message changed after it was processed (an edit): queueing it
+        again must process it again."""
+        self._done_recent.pop(message_id, None)
+
     async def enqueue_replay(self, msg: IncomingMessage) -> asyncio.Future[bool] | None:
         """Queue an already-persisted, unfinished message (start-up replay)."""
         if msg.id in self._known:

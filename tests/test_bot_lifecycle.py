@@ -1,0 +1,149 @@
+"""Discord deletes and edits reach memory through the real bot: the gateway
+payloads go through discord.py's own parsing (``parse_message_delete`` and
+friends), which dispatches the raw events the lifecycle cog listens to."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import discord
+import discord.ext.test as dpytest
+import pytest_asyncio
+from discord.ext.test import backend as dback
+from discord.ext.test import factories as dfacts
+
+from memory.clock import iso
+from memory.models import IncomingMessage
+from tests.fakeopenai import FakeOpenAI
+from tests.test_bot import Harness, open_harness
+
+SECRET = "zanzibarquokka"
+
+
+@pytest_asyncio.fixture
+async def harness(make_memory: Any, fake_openai: FakeOpenAI) -> AsyncIterator[Harness]:
+    async for h in open_harness(make_memory, fake_openai):
+        yield h
+
+
+async def gateway(event: str, data: dict[str, Any]) -> None:
+    """Feed one gateway payload to discord.py and wait for the listeners."""
+    getattr(dback.get_state(), f"parse_{event}")(data)
+    await dpytest.run_all_events()
+
+
+def journal_text(h: Harness) -> str:
+    d = h.memory.config.journal_dir
+    return "\n".join(p.read_text() for p in d.glob("*.md") if p.name != "MEMORY.md")
+
+
+async def fact_texts(h: Harness) -> list[str]:
+    return [f.fact for f in await h.memory.facts.find(str(h.guild.id), subject=str(h.alice.id))]
+
+
+async def test_deleted_message_is_forgotten(harness: Harness) -> None:
+    h = harness
+    message = await h.say(f"I love hiking with my {SECRET}.")
+    await h.settle()
+    assert any(SECRET in f for f in await fact_texts(h))
+
+    await gateway(
+        "message_delete",
+        {"id": str(message.id), "channel_id": str(h.general.id), "guild_id": str(h.guild.id)},
+    )
+    await h.settle()
+
+    assert await h.memory.get_message(str(h.guild.id), str(message.id)) is None
+    assert await fact_texts(h) == []
+    assert SECRET not in journal_text(h) and "[deleted]" in journal_text(h)
+    assert SECRET not in await h.memory.refresh_snapshot()
+
+
+async def test_delete_of_a_message_the_bot_never_cached(harness: Harness) -> None:
+    h = harness
+    # Stored by an earlier run: this bot process never saw it.
+    old = IncomingMessage(
+        id="123456789012345678",
+        guild_id=str(h.guild.id),
+        channel_id=str(h.general.id),
+        author_id=str(h.alice.id),
+        author_name=h.alice.display_name,
+        content=f"I love sailing with my {SECRET}.",
+        created_at=iso(datetime.now(UTC)),
+    )
+    assert await (await h.memory.ingest_message(old)).wait()
+    await h.settle()
+    assert dback.get_state()._get_message(int(old.id)) is None
+    assert any(SECRET in f for f in await fact_texts(h))
+
+    await gateway(
+        "message_delete",
+        {"id": old.id, "channel_id": str(h.general.id), "guild_id": str(h.guild.id)},
+    )
+
+    assert await h.memory.get_message(str(h.guild.id), old.id) is None
+    assert await fact_texts(h) == []
+
+
+async def test_bulk_delete(harness: Harness) -> None:
+    h = harness
+    gone = [await h.say(f"I love the {SECRET} number {i}.") for i in range(3)]
+    kept = await h.say("I love hiking in the Alps.")
+    await h.settle()
+
+    await gateway(
+        "message_delete_bulk",
+        {
+            "ids": [str(m.id) for m in gone],
+            "channel_id": str(h.general.id),
+            "guild_id": str(h.guild.id),
+        },
+    )
+
+    for m in gone:
+        assert await h.memory.get_message(str(h.guild.id), str(m.id)) is None
+    assert await h.memory.get_message(str(h.guild.id), str(kept.id)) is not None
+    assert await fact_texts(h) == [f"{h.alice.display_name} loves hiking in the Alps."]
+
+
+async def test_edit_replaces_the_text_and_its_facts(harness: Harness) -> None:
+    h = harness
+    message = await h.say(f"I love hiking with my {SECRET}.")
+    await h.settle()
+
+    data = dfacts.make_message_dict(h.general, h.alice, content="I love sailing on lakes.")  # type: ignore[call-overload]
+    data["id"] = str(message.id)
+    data["guild_id"] = str(h.guild.id)
+    data["edited_timestamp"] = iso(datetime.now(UTC))
+    if isinstance(data.get("member"), dict):  # dpytest leaves out what the gateway sends
+        data["member"].setdefault("roles", [])
+    await gateway("message_update", data)
+    await h.settle()
+
+    stored = await h.memory.get_message(str(h.guild.id), str(message.id))
+    assert stored is not None and stored.content == "I love sailing on lakes."
+    [fact] = await fact_texts(h)
+    assert fact.endswith(" loves sailing on lakes.")
+    assert "(edited) I love sailing on lakes." in journal_text(h)
+    assert SECRET not in journal_text(h)
+
+
+async def test_events_of_other_guilds_and_dms_touch_nothing(harness: Harness) -> None:
+    h = harness
+    message = await h.say("I love hiking in the Alps.")
+    await h.settle()
+
+    # The same id claimed by another guild, and a DM delete: neither applies here.
+    await gateway(
+        "message_delete",
+        {
+            "id": str(message.id),
+            "channel_id": str(h.other_general.id),
+            "guild_id": str(h.other_guild.id),
+        },
+    )
+    assert isinstance(h.bot.get_cog("Lifecycle"), discord.ext.commands.Cog)
+    assert await h.memory.get_message(str(h.guild.id), str(message.id)) is not None
+    assert len(await fact_texts(h)) == 1
