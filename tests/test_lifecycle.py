@@ -111,6 +111,12 @@ async def test_settled_delete_leaves_no_trace(make_memory: Any) -> None:
     for table in ("memory_traces", "message_vectors"):
         assert count(mem, f"SELECT count(*) FROM {table} WHERE guild_id = ?", GUILD) >= 0
     assert count(mem, "SELECT count(*) FROM memory_traces WHERE message_id = ?", m.id) == 0
+    # Nor in the raw bytes: the database file, its WAL, the journals, MEMORY.md.
+    data_files = [p for p in mem.config.db_path.parent.rglob("*") if p.is_file()]
+    journal_files = [p for p in mem.config.journal_dir.rglob("*") if p.is_file()]
+    assert any(p.name.endswith(".sqlite3") for p in data_files)
+    for path in data_files + journal_files:
+        assert SECRET.encode() not in path.read_bytes(), path
 
 
 async def test_delete_while_extracting_writes_no_fact(make_memory: Any) -> None:

@@ -30,6 +30,7 @@ from memory.store import lifecycle as store_lifecycle
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
+from memory.store.erase import compact_erased
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +138,9 @@ class MessageLifecycle:
             return DeleteReport(guild_id, 0, 0, 0, 0, 0)
         lines = await asyncio.to_thread(self._rewrite_lines, guild_id, counts.messages, None)
         await self._snapshot.refresh_now()
-        # Where byte-level erasure of the freed pages belongs (as for forget).
-        await self._db.checkpoint()
+        # A deleted message must leave no bytes behind either (as for forget):
+        # the database is rewritten from live content and its WAL emptied.
+        await compact_erased(self._db)
         return DeleteReport(
             guild_id,
             len(counts.messages),
