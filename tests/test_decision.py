@@ -123,6 +123,9 @@ async def test_contradiction_supersedes_and_as_of_still_finds_the_old_fact(
     assert f"supersedes fact {ny.id}" in (new_side[0].reason or "")
     assert old_side[0].old_text == new_side[0].old_text == "Alice lives in New York."
     assert old_side[0].new_text == "Alice moved to Los Angeles."
+    snapshot = await mem.refresh_snapshot()
+    assert "Alice moved to Los Angeles." in snapshot
+    assert "Alice lives in New York." not in snapshot
     counters = mem.admin.counters()
     assert counters["decision_adds"] == 1 and counters["decision_supersedes"] == 1
     rows = await mem.admin.action_log(kind="memory_decision")
