@@ -255,3 +255,20 @@ async def test_property_store_runs_in_a_file_database(tmp_path: Path) -> None:
                 actor="t",
             )
     assert [c.fact for c in current_facts(con, GUILD, "u1")] == ["Ana lives in Oslo."]
+
+
+async def test_a_message_whose_facts_were_superseded_ranks_below_the_current_one(
+    make_memory: Any,
+) -> None:
+    mem = await make_memory()
+    old = msg("I live in Lisbon", id="910000000000000031", created_at="2023-01-10T10:00:00.000Z")
+    new = msg("I live in Porto", id="910000000000000032", created_at="2024-03-01T10:00:00.000Z")
+    await ingest(mem, old, new)
+
+    async def ranked(**kw: Any) -> list[tuple[str, float]]:
+        hits = await mem.search(GUILD, "I live in", scope="messages", gate=False, **kw)
+        return [(h.id, h.parts.superseded) for h in hits]
+
+    assert await ranked() == [(new.id, 0.0), (old.id, 1.0)]
+    # Before the move nothing had superseded the Lisbon message yet.
+    assert await ranked(as_of=datetime(2023, 6, 1, tzinfo=UTC)) == [(old.id, 0.0)]
