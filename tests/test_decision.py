@@ -57,6 +57,8 @@ def test_slots_from_the_rule_extractor_shapes() -> None:
     assert (learning.kind, learning.key) == (knows.kind, knows.key)
     assert learning.value != knows.value
     assert slot_of("Ana has a dog.") is None
+    # No object, no slot: "likes it" does not meet every other liking.
+    assert slot_of("Ana likes it.") is None
 
 
 def _cur(i: int, text: str, at: str = "2024-01-01T00:00:00.000Z") -> CurrentFact:

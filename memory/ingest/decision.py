@@ -170,6 +170,8 @@ def slot_of(fact: str) -> Slot | None:
             continue
         groups = m.groupdict()
         raw_key = (groups.get("key") or "").lower()
+        if "key" in groups and not _words(raw_key):
+            return None  # "likes it": no object to hold a slot
         if kind == "profile":
             kind, raw_key = "profile " + _KEY_SYNONYMS.get(raw_key, raw_key), ""
         if kind.startswith("skill"):
@@ -178,6 +180,8 @@ def slot_of(fact: str) -> Slot | None:
         if kind.startswith("opinion"):
             return Slot("opinion", _words(raw_key), (kind.split()[1],))
         value = _words(groups["v"]) or tuple(tokens(groups["v"]))
+        if not value:
+            return None
         return Slot(kind, _words(raw_key), value)
     return None
 
