@@ -26,6 +26,22 @@ _COUNTERS: dict[str, tuple[str, str, str]] = {
     "extract_ms_avg": ("extract_latency_ms_avg", "gauge", "Mean extraction latency (ms)."),
     "facts_added": ("facts_added_total", "counter", "Facts added."),
     "facts_updated": ("facts_updated_total", "counter", "Facts updated."),
+    "decision_adds": ("decision_adds_total", "counter", "Write decisions: new facts."),
+    "decision_noops": (
+        "decision_noops_total",
+        "counter",
+        "Write decisions: paraphrases of a current fact (no new row).",
+    ),
+    "decision_updates": (
+        "decision_updates_total",
+        "counter",
+        "Write decisions: a current fact took more specific text.",
+    ),
+    "decision_supersedes": (
+        "decision_supersedes_total",
+        "counter",
+        "Write decisions: a contradiction closed a current fact.",
+    ),
     "guard_refused": (
         "guard_refused_total",
         "counter",

@@ -150,6 +150,8 @@ class ScoreParts:
     neighbour: float = 0.0
     date: float = 0.0
     statement: float = 0.0
+    # 1 when every fact taken from the message has since been superseded.
+    superseded: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -163,6 +165,7 @@ class ScoreParts:
             "neighbour": self.neighbour,
             "date": self.date,
             "statement": self.statement,
+            "superseded": self.superseded,
             "combined": self.combined,
             "passed": self.passed,
         }

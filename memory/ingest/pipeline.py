@@ -34,10 +34,12 @@ from memory.errors import ExtractionError
 from memory.extract.base import ExtractionItem, Extractor
 from memory.extract.guards import clean_message, filter_candidates
 from memory.guild_settings import GuildSettingsCache
+from memory.ingest.decision import DECISION_KINDS, DecisionKind, decide
 from memory.ingest.jobs import Job, extraction_done, wait_written
 from memory.ingest.retry import RetryPolicy, quarantine
 from memory.journal import Journal
 from memory.models import Candidate, Fact
+from memory.store import fact_decision
 from memory.store import facts as store
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
@@ -60,6 +62,16 @@ class PipelineStats:
     skipped_short: int = 0
     retries_scheduled: int = 0  # failed attempts that wait for a retry
     messages_failed: int = 0  # messages marked failed (given up, or unprocessable)
+    # The write decision of each accepted candidate.
+    decision_adds: int = 0
+    decision_noops: int = 0
+    decision_updates: int = 0
+    decision_supersedes: int = 0
+
+    def count_decision(self, kind: DecisionKind) -> None:
+        name = {"add": "adds", "noop": "noops", "update": "updates", "supersede": "supersedes"}
+        attr = f"decision_{name[kind]}"
+        setattr(self, attr, getattr(self, attr) + 1)
 
 
 @dataclass(frozen=True)
@@ -73,6 +85,9 @@ class _Prepared:
     actions: tuple[dict[str, Any], ...] = field(default=())
     extract_error: str | None = None  # the batch's extraction call failed
     broken: str | None = None  # why this message cannot be processed
+    # The batch's write decisions by kind (shared by its messages; a
+    # message adds its own once its write has gone through).
+    tally: dict[str, int] = field(default_factory=dict)
 
 
 class BatchProcessor:
@@ -119,9 +134,13 @@ class BatchProcessor:
                 zip(jobs, cleaned, candidates, errors, strict=True)
             )
         ]
+        tally: dict[str, int] = {}
+        prepared = [replace(p, tally=tally) for p in prepared]
         changed: list[Fact] = []
         async for group in self._in_turn(jobs, prepared):
             changed.extend(await self._commit(group))
+        if tally:
+            await self.db.write(self._log_decisions, jobs[0].msg.guild_id, tally, iso(self.clock()))
         if changed:
             self.embeddings.schedule_facts(changed)
         self.embeddings.schedule_messages([(j.msg.id, j.msg.guild_id or "") for j in jobs])
@@ -360,6 +379,7 @@ class BatchProcessor:
                 self.stats.messages_failed += 1
             return state, []
         changed: list[Fact] = []
+        decisions: list[DecisionKind] = []
         result = filter_candidates(list(p.candidates), p.cleaned, author=m.author_name)
         self.stats.candidates_rejected += len(result.rejected)
         refused = result.refusals()
@@ -377,8 +397,7 @@ class BatchProcessor:
                 detail={"message_id": m.id, "reasons": refused, "candidates": len(p.candidates)},
             )
         for cand in result.accepted:
-            up = store.upsert_fact(
-                con,
+            new = fact_decision.NewFact(
                 guild_id=m.guild_id or "",
                 channel_id=m.channel_id,
                 subject=m.author_id,
@@ -387,29 +406,53 @@ class BatchProcessor:
                 evidence=cand.evidence,
                 source_message_id=m.id,
                 confidence=max(0.0, min(1.0, float(cand.confidence))),
-                now=now,
-                actor="extractor",
                 observed_at=m.created_at,
             )
-            if up.event == "add":
-                self.stats.facts_added += 1
-            else:
-                self.stats.facts_updated += 1
-            if up.changed:
-                changed.append(up.fact)
+            current = fact_decision.current_facts(con, new.guild_id, new.subject)
+            seen = fact_decision.observed_time(con, new, now)
+            decision = decide(cand.fact, seen, current, m.author_name)
+            applied = fact_decision.apply_decision(con, new, decision, now=now, actor="extractor")
+            decisions.append(decision.kind)
+            if applied.changed:
+                changed.append(applied.fact)
             store_ops.log_action(
                 con,
                 "memory_fact",
-                f"{up.event} fact {up.fact.id}",
+                f"{decision.kind} fact {applied.fact.id}",
                 now,
                 guild_id=m.guild_id,
                 subject=m.author_id,
-                detail={"fact_id": up.fact.id, "event": up.event, "message_id": m.id},
+                detail={
+                    "fact_id": applied.fact.id,
+                    "event": decision.kind,
+                    "targets": list(decision.targets),
+                    "reason": decision.reason,
+                    "message_id": m.id,
+                },
             )
         if result.accepted and m.guild_id:
             store.archive_excess(con, m.guild_id, m.author_id, self.cfg.keep_facts_per_subject, now)
         store_messages.finish_message(con, m.id, "done", now, journaled=p.journaled)
+        for kind in decisions:
+            self.stats.count_decision(kind)
+            if kind in ("add", "supersede"):
+                self.stats.facts_added += 1
+            else:
+                self.stats.facts_updated += 1
+            p.tally[kind] = p.tally.get(kind, 0) + 1
         return "done", changed
+
+    @staticmethod
+    def _log_decisions(con: Any, guild_id: str | None, tally: dict[str, int], now: str) -> None:
+        counts: dict[str, Any] = {kind: tally.get(kind, 0) for kind in DECISION_KINDS}
+        store_ops.log_action(
+            con,
+            "memory_decision",
+            ", ".join(f"{n} {kind}" for kind, n in counts.items()),
+            now,
+            guild_id=guild_id,
+            detail=counts,
+        )
 
 
 def _describe(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from memory.retrieval.scoring import (
 )
 from memory.retrieval.vector_search import VectorSearch
 from memory.store import messages as store_messages
+from memory.store.fact_time import superseded_sources
 from memory.store.search import adjacent_seqs
 
 
@@ -34,6 +35,7 @@ class _MsgCand:
     bm25_raw: float | None
     base: float = 0.0
     neighbour: float = 0.0
+    superseded: bool = False  # every fact taken from it has been superseded
 
 
 @dataclass
@@ -131,6 +133,10 @@ class MessageSearch:
             by_seq[c.seq] = c
         if w.neighbour > 0 and cands:
             self._borrow_from_neighbours(con, guild_id, cands, by_seq, vs, skip)
+        if w.superseded > 0 and cands:
+            past = superseded_sources(con, guild_id, [c.msg.id for c in cands], skip.until)
+            for c in cands:
+                c.superseded = c.msg.id in past
         return _MessageGather(cands, missing)
 
     def _fill_similarities(self, con: Any, cands: Sequence[_MsgCand], vs: VectorSearch) -> None:
@@ -229,6 +235,7 @@ class MessageSearch:
                 recency=recency_score(age, half_days),
                 channel=channel_score(c.msg.channel_id, channel_id),
                 statement=statement_share(c.msg.content),
+                superseded=float(c.superseded),
                 confidence=MESSAGE_CONFIDENCE,
                 weights=w,
                 gate=ctx.weights,
@@ -252,6 +259,7 @@ class MessageSearch:
                 lexq.score(c.msg.content) if eager else 0.0,
                 rec,
                 channel_score(c.msg.channel_id, channel_id) if w.channel else 0.0,
+                float(c.superseded),
             )
 
         pre = [(c, bm, quick(c, bm)) for c, bm in zip(cands, bm_norm, strict=True)]

@@ -122,6 +122,9 @@ class MessageWeights:
     lexical: float = 0.0
     recency: float = 0.0
     channel: float = 0.0
+    # Subtracted when every fact taken from the message has been superseded:
+    # the message tells what used to be true, and ranks below what is.
+    superseded: float = 0.2 / _FUSION_TOTAL
 
     def base(self, semantic: float | None, bm25: float) -> float:
         """A message's own relevance in 0..1 (what its neighbours borrow)."""
@@ -142,8 +145,10 @@ class MessageWeights:
         lexical: float = 0.0,
         recency: float = 0.0,
         channel: float = 0.0,
+        superseded: float = 0.0,
     ) -> float:
-        """The weighted sum of parts already clamped to 0..1, clamped to 0..1."""
+        """The weighted sum of parts already clamped to 0..1 (``superseded``
+        counts against), clamped to 0..1."""
         total = (
             self.semantic * semantic
             + self.bm25 * bm25
@@ -154,6 +159,7 @@ class MessageWeights:
             + self.lexical * lexical
             + self.recency * recency
             + self.channel * channel
+            - self.superseded * superseded
         )
         return min(1.0, max(0.0, total))
 
@@ -425,6 +431,7 @@ def fuse_message(
     recency: float,
     channel: float,
     statement: float = 1.0,
+    superseded: float = 0.0,
     confidence: float = 0.5,
     weights: MessageWeights = DEFAULT_MESSAGE_WEIGHTS,
     gate: ScoringWeights = DEFAULT_WEIGHTS,
@@ -433,10 +440,11 @@ def fuse_message(
     ``MessageWeights.base``. The relevance gate (``passes_gate``) is
     applied to the result (semantic, lexical and combined), as for facts."""
     sem = None if semantic is None else _unit(semantic)
-    lex, bm, nb, spk, dt, rec, chan, st = (
-        _unit(x) for x in (lexical, bm25, neighbour, speaker, date, recency, channel, statement)
+    lex, bm, nb, spk, dt, rec, chan, st, sup = (
+        _unit(x)
+        for x in (lexical, bm25, neighbour, speaker, date, recency, channel, statement, superseded)
     )
-    combined = weights.combined(sem or 0.0, bm, nb, spk, dt, st, lex, rec, chan)
+    combined = weights.combined(sem or 0.0, bm, nb, spk, dt, st, lex, rec, chan, sup)
     return ScoreParts(
         lexical=lex,
         semantic=sem,
@@ -450,6 +458,7 @@ def fuse_message(
         neighbour=nb,
         date=dt,
         statement=st,
+        superseded=sup,
     )
 
 

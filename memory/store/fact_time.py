@@ -4,7 +4,10 @@ and the SQL condition for the facts valid at a time."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
+
+from memory.store.sql import chunks, marks
 
 
 class FactSource(NamedTuple):
@@ -69,3 +72,20 @@ def valid_clause(as_of: str | None, alias: str = "") -> tuple[str, list[Any]]:
         f" AND {p}valid_from <= ? AND ({p}valid_to IS NULL OR {p}valid_to > ?)",
         [as_of, as_of],
     )
+
+
+def superseded_sources(
+    con: Any, guild_id: str, message_ids: Sequence[str], as_of: str | None = None
+) -> set[str]:
+    """The messages among ``message_ids`` whose every fact has stopped being
+    true (at ``as_of``; None: now). A message with no facts is not among them."""
+    out: set[str] = set()
+    for chunk in chunks(list(message_ids)):
+        rows = con.execute(
+            "SELECT fs.message_id FROM fact_sources fs JOIN memory_facts f ON f.id = fs.fact_id "
+            f"WHERE fs.guild_id = ? AND fs.message_id IN ({marks(len(chunk))}) "
+            "GROUP BY fs.message_id HAVING sum(f.valid_to IS NULL OR f.valid_to > ?) = 0",
+            [guild_id, *chunk, as_of if as_of is not None else "\uffff"],
+        ).fetchall()
+        out.update(r[0] for r in rows)
+    return out

@@ -375,13 +375,13 @@ def fact_history(con: Any, guild_id: str, fact_id: int) -> list[HistoryEntry]:
 
 
 def snapshot_facts(con: Any, per_subject: int, lore_per_guild: int = 12) -> list[Fact]:
-    """Newest ``per_subject`` active facts of every member (``lore_per_guild`` for
-    lore) in every guild."""
+    """Newest ``per_subject`` active, current facts of every member
+    (``lore_per_guild`` for lore) in every guild."""
     rows = con.execute(
         f"SELECT {FACT_COLUMNS} FROM ("
         f"  SELECT {FACT_COLUMNS}, row_number() OVER ("
         "    PARTITION BY guild_id, subject ORDER BY updated_at DESC, id DESC) AS rn "
-        "  FROM memory_facts WHERE is_active = 1"
+        "  FROM memory_facts WHERE is_active = 1 AND valid_to IS NULL"
         ") WHERE rn <= CASE WHEN subject = ? THEN ? ELSE ? END "
         "ORDER BY guild_id, subject, updated_at DESC",
         (LORE_SUBJECT, lore_per_guild, per_subject),
