@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from memory.models import LORE_SUBJECT, Fact, HistoryEntry
 from memory.store.fact_time import message_time, observe
+from memory.store.messages import erase_messages
 from memory.store.sql import chunks, marks, prefixed
 from memory.store.vectors import (
     delete_fact_vectors_index,
-    delete_message_vectors_index,
     index_fact_vector_if_present,
 )
 from memory.store.window import forget_replies_to
@@ -448,24 +448,7 @@ def forget_user(con: Any, guild_id: str, user_id: str, actor: str, now: str) -> 
         ).rowcount
         con.execute(f"DELETE FROM fact_history WHERE fact_id IN ({held})", chunk)
         con.execute(f"DELETE FROM memory_facts WHERE id IN ({held})", chunk)
-    seqs = [int(r["seq"]) for r in msg_rows]
-    for chunk in chunks(seqs):
-        delete_message_vectors_index(con, chunk)
-    for chunk in chunks(msg_ids):
-        held = marks(len(chunk))
-        traces += con.execute(
-            f"DELETE FROM memory_traces WHERE guild_id = ? AND (message_id IN ({held}) "
-            f"OR reply_id IN ({held}))",
-            [guild_id, *chunk, *chunk],
-        ).rowcount
-        con.execute(
-            f"UPDATE fact_history SET source_message_id = NULL WHERE guild_id = ? "
-            f"AND source_message_id IN ({held})",
-            [guild_id, *chunk],
-        )
-        con.execute(
-            f"DELETE FROM messages WHERE guild_id = ? AND id IN ({held})", [guild_id, *chunk]
-        )
+    traces += erase_messages(con, guild_id, msg_ids, [int(r["seq"]) for r in msg_rows])
     forget_replies_to(con, guild_id, user_id)
     con.execute("DELETE FROM action_log WHERE guild_id = ? AND subject = ?", (guild_id, user_id))
     con.execute("DELETE FROM members WHERE guild_id = ? AND user_id = ?", (guild_id, user_id))

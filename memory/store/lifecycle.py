@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from memory.store.facts import add_history
+from memory.store.messages import erase_messages
 from memory.store.sql import chunks, marks
 from memory.store.vectors import delete_fact_vectors_index, delete_message_vectors_index
 
@@ -173,25 +174,7 @@ def delete_messages(
     if not ids:
         return DeleteCounts([], 0, 0, 0)
     retracted, kept, traces = withdraw_support(con, guild_id, ids, actor, now)
-    seqs = [int(r["seq"]) for r in rows]
-    for part in chunks(seqs):
-        delete_message_vectors_index(con, part)
-        con.execute(f"DELETE FROM message_vectors WHERE message_seq IN ({marks(len(part))})", part)
-    for chunk in chunks(ids):
-        held = marks(len(chunk))
-        traces += con.execute(
-            f"DELETE FROM memory_traces WHERE guild_id = ? AND (message_id IN ({held}) "
-            f"OR reply_id IN ({held}))",
-            [guild_id, *chunk, *chunk],
-        ).rowcount
-        con.execute(
-            f"UPDATE fact_history SET source_message_id = NULL WHERE guild_id = ? "
-            f"AND source_message_id IN ({held})",
-            [guild_id, *chunk],
-        )
-        con.execute(
-            f"DELETE FROM messages WHERE guild_id = ? AND id IN ({held})", [guild_id, *chunk]
-        )
+    traces += erase_messages(con, guild_id, ids, [int(r["seq"]) for r in rows])
     gone = [
         Gone(r["id"], r["created_at"], r["author_id"], r["channel_id"], r["content"]) for r in rows
     ]

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.models import FailedMessage, IncomingMessage, StoredMessage
-from memory.store.sql import prefixed, rows_in
+from memory.store.sql import chunks, marks, prefixed, rows_in
+from memory.store.vectors import delete_message_vectors_index
 
 MESSAGE_COLUMNS = (
     "id, guild_id, channel_id, author_id, author_name, content, created_at, source, is_bot, "
@@ -319,3 +320,29 @@ def search_messages_fts(
         (match, guild_id, limit),
     ).fetchall()
     return [(int(r["seq"]), row_to_message(r), float(r["rank"])) for r in rows]
+
+
+def erase_messages(con: Any, guild_id: str, ids: Sequence[str], seqs: Sequence[int]) -> int:
+    """Erase messages of one guild (ids, with their inbox ``seqs``): their vectors,
+    the traces of replies to them or by them, their links in the fact history,
+    and the rows (FTS follows by trigger). Returns the traces deleted."""
+    for part in chunks(list(seqs)):
+        delete_message_vectors_index(con, part)
+        con.execute(f"DELETE FROM message_vectors WHERE message_seq IN ({marks(len(part))})", part)
+    traces = 0
+    for chunk in chunks(list(ids)):
+        held = marks(len(chunk))
+        traces += con.execute(
+            f"DELETE FROM memory_traces WHERE guild_id = ? AND (message_id IN ({held}) "
+            f"OR reply_id IN ({held}))",
+            [guild_id, *chunk, *chunk],
+        ).rowcount
+        con.execute(
+            f"UPDATE fact_history SET source_message_id = NULL WHERE guild_id = ? "
+            f"AND source_message_id IN ({held})",
+            [guild_id, *chunk],
+        )
+        con.execute(
+            f"DELETE FROM messages WHERE guild_id = ? AND id IN ({held})", [guild_id, *chunk]
+        )
+    return traces
