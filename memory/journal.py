@@ -225,11 +225,9 @@ class Journal:
         content: str,
     ) -> JournalLine:
         """Append one message line to the file of its day (imports land on their own day)."""
-        key = message_key(msg_time_iso, author_id, guild_id, channel_id, content)
-        with self._lock:
-            content = self._rewrites.get(key, content)
-            line = self._line(msg_time_iso, author_name, author_id, guild_id, channel_id, content)
-            self._write(line)
+        line, _ = self._append(
+            msg_time_iso, author_name, author_id, guild_id, channel_id, content, once=False
+        )
         return line
 
     def append_once(
@@ -244,14 +242,31 @@ class Journal:
         """Append the line unless exactly this line is already in its day's file;
         True if it was written now. For a message an earlier run accepted: that
         run may have died between writing the line and recording it."""
+        _, written = self._append(
+            msg_time_iso, author_name, author_id, guild_id, channel_id, content, once=True
+        )
+        return written
+
+    def _append(
+        self,
+        msg_time_iso: str,
+        author_name: str,
+        author_id: str,
+        guild_id: str,
+        channel_id: str,
+        content: str,
+        *,
+        once: bool,
+    ) -> tuple[JournalLine, bool]:
+        # A delete or edit that overtook the message has rewritten its text.
         key = message_key(msg_time_iso, author_id, guild_id, channel_id, content)
         with self._lock:
             content = self._rewrites.get(key, content)
             line = self._line(msg_time_iso, author_name, author_id, guild_id, channel_id, content)
-            if self._contains(line):
-                return False
+            if once and self._contains(line):
+                return line, False
             self._write(line)
-        return True
+        return line, True
 
     def _line(
         self,

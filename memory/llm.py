@@ -118,37 +118,13 @@ async def chat_completion(
     timeout_s: float | None = None,
     max_tokens: int | None = None,
     error: type[GuildloreError] = LLMError,
-) -> str:
-    """One chat completion; returns the reply text or raises ``error`` with the cause.
+) -> Completion:
+    """One chat completion: the reply text and the token counts the endpoint
+    reported; raises ``error`` with the cause.
 
     If the server rejects ``response_format`` it is retried once without it
     (the prompts ask for JSON anyway and the parser is tolerant).
     """
-    done = await chat_completion_usage(
-        client,
-        model=model,
-        messages=messages,
-        temperature=temperature,
-        response_format=response_format,
-        timeout_s=timeout_s,
-        max_tokens=max_tokens,
-        error=error,
-    )
-    return done.text
-
-
-async def chat_completion_usage(
-    client: openai.AsyncOpenAI,
-    *,
-    model: str,
-    messages: list[dict[str, Any]],
-    temperature: float,
-    response_format: dict[str, Any] | None = None,
-    timeout_s: float | None = None,
-    max_tokens: int | None = None,
-    error: type[GuildloreError] = LLMError,
-) -> Completion:
-    """``chat_completion`` with the token counts the endpoint reported."""
     kwargs: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature}
     if timeout_s is not None:
         kwargs["timeout"] = timeout_s
@@ -237,7 +213,7 @@ class ChatModel:
             response_format = {"type": "json_object"}
             if not any("json" in str(m.get("content", "")).lower() for m in msgs):
                 msgs.insert(0, _JSON_NUDGE)
-        return await chat_completion_usage(
+        return await chat_completion(
             self.client,
             model=self.model,
             messages=msgs,

@@ -143,7 +143,7 @@ class LLMExtractor:
     async def _ask(
         self, system: str, user: str, schema_name: str, schema: dict[str, Any]
     ) -> dict[str, Any]:
-        content = await chat_completion(
+        done = await chat_completion(
             self.client,
             model=self.model,
             messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
@@ -152,6 +152,7 @@ class LLMExtractor:
             timeout_s=self.timeout_s,
             error=ExtractionError,
         )
+        content = done.text
         parsed = parse_json_object(content)
         if parsed is None:
             raise ExtractionError(f"extractor reply is not a JSON object: {content[:200]!r}")
