@@ -185,4 +185,9 @@ def reply_request(message: discord.Message, me: discord.abc.User) -> ReplyReques
         starter_message_id=(
             str(message.channel.id) if isinstance(message.channel, discord.Thread) else None
         ),
+        parent_channel_id=(
+            str(message.channel.parent_id)
+            if isinstance(message.channel, discord.Thread) and message.channel.parent_id
+            else None
+        ),
     )
