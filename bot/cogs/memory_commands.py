@@ -235,6 +235,8 @@ async def change_setting(
         v = getattr(current, spec.key, None)
         if isinstance(v, frozenset):
             v = ", ".join(sorted(v)) or "(none)"
+        elif isinstance(v, tuple):
+            v = ", ".join(v) or None
         lines.append(f"• `{spec.key}` = {v if v is not None else '(default)'} — {spec.help}")
     head = "**Memory settings for this server:**"
     if key is not None and value is not None:
