@@ -147,8 +147,7 @@ class Replies(commands.Cog):
             keys = wake_keys(settings.voice_wake_words) or wake_keys(self._names(channel.guild))
             if not addresses(utterance.content, keys):
                 return
-            held = self._voice_throttle.admit(utterance.guild_id)
-            if held is None:
+            if self._voice_throttle.admit(utterance.guild_id) is None:
                 log.info("voice reply rate limit: not answering %s", utterance.id)
                 return
             request = voice_reply_request(channel, utterance, speaker)
