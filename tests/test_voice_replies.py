@@ -18,10 +18,11 @@ import discord.ext.test as dpytest
 import pytest
 import pytest_asyncio
 
+from bot.cogs.replies import APOLOGY
 from bot.cogs.voice import join_voice, leave_voice
 from bot.settings import ReplyConfig
 from bot.voice.wake import addresses, wake_keys, words
-from tests.fakeopenai import FakeOpenAI
+from tests.fakeopenai import FakeOpenAI, Fault
 from tests.test_bot import make_private, open_harness, reply_json
 from tests.test_bot_commands import _grant_manage_guild
 from tests.test_voice_cog import VoiceHarness, voice_harness
@@ -259,3 +260,37 @@ async def test_a_private_channels_memory_stays_out_of_a_public_voice_chat(
     await speak(vh, (h.alice, f"{bot_name(vh)}, any surprise party plans?"))
     system = h.fake.chat_requests()[-1].body["messages"][0]["content"]
     assert "surprise party" not in system
+
+
+async def test_the_voice_reply_sees_the_voice_channels_recent_talk(vh: VoiceHarness) -> None:
+    h = vh.h
+    await enable(vh)
+    assert await speak(vh, (h.bob, "the raid starts at eight tonight")) == []
+    h.fake.script_chat(reply_json("At eight, Bob said."))
+    (reply,) = await speak(vh, (h.alice, f"{bot_name(vh)}, when does the raid start?"))
+    messages = h.fake.chat_requests()[-1].body["messages"]
+    assert {
+        "role": "user",
+        "content": f"{h.bob.display_name}: the raid starts at eight tonight",
+    } in (messages[1:-1])
+    # The bot's own voice reply is an assistant turn of the next reply's window.
+    h.fake.script_chat(reply_json("You're welcome."))
+    await speak(vh, (h.alice, f"thanks {bot_name(vh)}"))
+    window = h.fake.chat_requests()[-1].body["messages"][1:-1]
+    assert {"role": "assistant", "content": reply.content} in window
+
+
+async def test_a_failing_model_gets_an_apology_and_the_utterance_is_kept(
+    vh: VoiceHarness,
+) -> None:
+    h = vh.h
+    gid = str(h.guild.id)
+    await enable(vh)
+    h.fake.script_chat(Fault.status(500))
+    (reply,) = await speak(vh, (h.alice, f"{bot_name(vh)}, what did I miss?"))
+    assert reply.content == APOLOGY and reply.channel.id == vh.lounge.id
+    (error,) = await h.memory.admin.action_log(kind="bot_error", guild_id=gid)
+    assert error.detail is not None and error.detail["error"] == "reply_llm_error"
+    assert error.detail["channel_id"] == str(vh.lounge.id)
+    stored = await h.memory.get_message(gid, error.detail["message_id"])
+    assert stored is not None and stored.content == f"{bot_name(vh)}, what did I miss?"
