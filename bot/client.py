@@ -14,7 +14,7 @@ import discord
 from discord.ext import commands
 
 from bot.settings import ReplyConfig
-from memory import ChatModel, Memory
+from memory import ChatModel, IncomingMessage, Memory
 
 if TYPE_CHECKING:  # the voice stack loads only where it is used
     from bot.voice.service import VoiceManager
@@ -79,11 +79,29 @@ class GuildloreBot(commands.Bot):
         self.sync_commands = sync_commands
         self.sync_state_file = sync_state_file
         # None when voice is off; ``voice_unavailable`` then says why (shown by /voice join).
+        self._voice: VoiceManager | None = None
         self.voice = voice
         self.voice_unavailable = voice_unavailable
         # Cleared when shutdown begins: cogs stop taking new work.
         self.accepting = True
         self._work: set[asyncio.Task[Any]] = set()
+
+    @property
+    def voice(self) -> VoiceManager | None:
+        return self._voice
+
+    @voice.setter
+    def voice(self, manager: VoiceManager | None) -> None:
+        """Attach the voice stack: each ingested transcript becomes a
+        ``voice_transcript`` event (``IncomingMessage``) for the cogs."""
+        if self._voice is not None and self._voice is not manager:
+            self._voice.on_transcript = None
+        self._voice = manager
+        if manager is not None:
+            manager.on_transcript = self._voice_transcript
+
+    def _voice_transcript(self, message: IncomingMessage) -> None:
+        self.dispatch("voice_transcript", message)
 
     async def setup_hook(self) -> None:
         for ext in self.initial_extensions:

@@ -185,4 +185,46 @@ def reply_request(message: discord.Message, me: discord.abc.User) -> ReplyReques
         starter_message_id=(
             str(message.channel.id) if isinstance(message.channel, discord.Thread) else None
         ),
+        parent_channel_id=(
+            str(message.channel.parent_id)
+            if isinstance(message.channel, discord.Thread) and message.channel.parent_id
+            else None
+        ),
+    )
+
+
+def voice_reply_request(
+    channel: discord.VoiceChannel,
+    utterance: IncomingMessage,
+    speaker: discord.Member | None,
+) -> ReplyRequest:
+    """A transcribed utterance that addressed the bot, as the engine's ``ReplyRequest``.
+
+    The reply is posted in the voice channel's text chat, so its audience is
+    that chat's; a speaker missing from the cache is treated as someone who can
+    read only what everyone can. Memory of the voice channel is not preferred
+    over the rest of the server (no channel bias): spoken questions are rarely
+    about what was typed there.
+    """
+    guild = channel.guild
+    visible = (
+        reply_visibility(guild, channel, speaker)
+        if speaker is not None
+        else visible_channel_ids(guild, guild.default_role)
+    )
+    return ReplyRequest(
+        guild_id=str(guild.id),
+        guild_name=guild.name,
+        channel_id=str(channel.id),
+        channel_name=channel_name(channel),
+        author_id=utterance.author_id,
+        author_name=author_name(speaker) if speaker is not None else utterance.author_name,
+        message_id=utterance.id,
+        text=" ".join(utterance.content.split()),
+        visible_channels=frozenset(visible),
+        channel_names={
+            str(c.id): c.name for c in [*guild.channels, *guild.threads] if str(c.id) in visible
+        },
+        created_at=utterance.created_at,
+        channel_bias=False,
     )

@@ -108,6 +108,13 @@ class Settings(BaseModel):
     reply_concurrency: int = setting(
         4, "Replies generated at the same time (others wait).", ge=1, le=64
     )
+    reply_voice_interval_s: float = setting(
+        15.0,
+        "Minimum seconds between two voice replies in a guild (utterances naming the bot "
+        "in between get none).",
+        ge=0,
+        le=3600,
+    )
     reply_max_recent_messages: int = setting(
         35,
         "Latest messages of the channel a reply sees as conversation (clamped to 10–120).",
@@ -359,6 +366,7 @@ class Settings(BaseModel):
             max_tokens=self.reply_max_tokens,
             cooldown_s=self.reply_cooldown_s,
             concurrency=self.reply_concurrency,
+            voice_interval_s=self.reply_voice_interval_s,
             max_recent_messages=self.reply_max_recent_messages,
             recent_tokens=self.reply_recent_tokens,
         )
@@ -373,5 +381,6 @@ class ReplyConfig:
     max_tokens: int = 700
     cooldown_s: float = 3.0
     concurrency: int = 4
+    voice_interval_s: float = 15.0
     max_recent_messages: int = 35
     recent_tokens: int = 2000

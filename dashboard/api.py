@@ -1,5 +1,5 @@
 """JSON API handlers: snapshot, search, facts (read, edit, delete, history),
-traces, health, guilds and members, settings, CSRF token and metrics.
+procedures, traces, health, guilds and members, settings, CSRF token and metrics.
 
 Every success is ``{"ok": true, …}``; every error is ``{"ok": false, "error",
 "status"}`` (middlewares.py). Facts are guild-scoped: each fact route needs
@@ -110,6 +110,12 @@ async def fact_history(request: web.Request) -> web.Response:
     return render.json_ok(
         {"guildId": guild, "factId": fact_id, "history": [history_json(h) for h in history]}
     )
+
+
+async def procedures(request: web.Request) -> web.Response:
+    """``GET /api/memory/procedures?guildId=`` → the guild's procedures and recent changes."""
+    guild = params.required_snowflake(request.query, "guildId")
+    return render.json_ok(await context.procedures_context(context.memory_of(request), guild))
 
 
 async def traces(request: web.Request) -> web.Response:

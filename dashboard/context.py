@@ -33,6 +33,7 @@ from .serialize import (
     hit_json,
     message_json,
     num,
+    procedure_json,
     trace_json,
 )
 
@@ -46,6 +47,7 @@ ACTION_KINDS = (
     "memory_embedding_error",
     "memory_trace",
     "settings_change",
+    "procedure_change",
     "reply",
     "bot_error",
     "voice_error",
@@ -404,3 +406,15 @@ async def settings_context(mem: Memory, guild: str | None) -> dict[str, Any]:
         log = await mem.admin.action_log(kind="settings_change", guild_id=guild, limit=20)
         changes = [action_json(a) for a in log]
     return {"guildId": guild, "settings": items, "changes": changes}
+
+
+async def procedures_context(mem: Memory, guild: str) -> dict[str, Any]:
+    """The guild's procedures (guild-wide first) and their recent changes, newest first."""
+    channels = await channel_names(mem, guild)
+    found = await mem.procedures.list(guild)
+    log = await mem.admin.action_log(kind="procedure_change", guild_id=guild, limit=20)
+    return {
+        "guildId": guild,
+        "procedures": [procedure_json(p, channels) for p in found],
+        "changes": [action_json(a) for a in log],
+    }

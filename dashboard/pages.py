@@ -102,6 +102,7 @@ async def guild_page(request: web.Request) -> web.Response:
         "members_total": len(members),
         "lore_count": len(lore),
         "channels": await mem.guilds.channels(guild),
+        **await context.procedures_context(mem, guild),
     }
     return await render.page(request, "guild.html", _flash(request, ctx))
 

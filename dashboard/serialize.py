@@ -16,6 +16,7 @@ from memory import (
     Fact,
     HistoryEntry,
     Hit,
+    Procedure,
     StoredMessage,
     Trace,
 )
@@ -130,6 +131,20 @@ def action_json(a: ActionLogEntry) -> dict[str, Any]:
         "message": a.message,
         "detail": a.detail,
         "created_at": a.created_at,
+    }
+
+
+def procedure_json(p: Procedure, channels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``scope`` is "guild" or "channel"; ``channel_name`` is None when unknown."""
+    return {
+        "id": p.id,
+        "guild_id": p.guild_id,
+        "scope": "guild" if p.channel_id is None else "channel",
+        "channel_id": p.channel_id,
+        "channel_name": (channels or {}).get(p.channel_id or ""),
+        "text": p.text,
+        "author": p.author,
+        "created_at": p.created_at,
     }
 
 

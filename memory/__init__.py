@@ -10,7 +10,7 @@ This facade is the only door: bot/, dashboard/ and evals/ import
 the retriever (``retrieval``), the journal and the ``MEMORY.md`` snapshot,
 and exposes ingest, search, the prompt slice, lore, forget and the snapshot
 as async methods. The rest is composed as attributes, one object per
-concern: ``facts``, ``traces``, ``guilds`` and ``admin`` (memory/roles/),
+concern: ``facts``, ``traces``, ``guilds``, ``procedures`` and ``admin`` (memory/roles/),
 ``sessions`` (dashboard logins) and ``inbox`` (unfinished and failed
 messages).
 
@@ -56,6 +56,7 @@ from memory.models import (
     HistoryEntry,
     Hit,
     IncomingMessage,
+    Procedure,
     SearchScope,
     StoredMessage,
     Trace,
@@ -88,6 +89,7 @@ __all__ = [
     "LLMError",
     "Memory",
     "MemoryConfig",
+    "Procedure",
     "ReplyRequest",
     "ReplyResult",
     "RuleExtractor",

@@ -3,9 +3,9 @@
 It owns the database, the ingest queue and its workers, the journal, the
 snapshot refresher and the embedding worker, and exposes ingest, retrieval,
 lore, forget, the snapshot and the journal as async methods. The operator's
-side is composed, one object per concern: ``facts``, ``traces``, ``guilds``
-and ``admin`` (memory/roles/), ``sessions`` (dashboard logins) and ``inbox``
-(the durable inbox: unfinished and failed messages).
+side is composed, one object per concern: ``facts``, ``traces``, ``guilds``,
+``procedures`` and ``admin`` (memory/roles/), ``sessions`` (dashboard logins)
+and ``inbox`` (the durable inbox: unfinished and failed messages).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from memory.roles.admin import AdminOps, SearchStats
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
+from memory.roles.procedures import ProcedureOps
 from memory.roles.traces import TraceOps
 from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
@@ -106,6 +107,7 @@ class Memory:
         self._search_stats = SearchStats()
         self.facts = FactOps(self.db, self.embeddings, self.snapshot, clock)
         self.traces = TraceOps(self.db, clock)
+        self.procedures = ProcedureOps(self.db, clock)
         self.admin = AdminOps(
             db=self.db,
             config=config,

@@ -43,6 +43,20 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
     ),
     SettingSpec("excluded_channels", "ids", (), "Channel ids whose messages are never ingested."),
     SettingSpec("ingest_bots", "bool", True, "Ingest messages of other bots."),
+    SettingSpec(
+        "voice_replies",
+        "bool",
+        False,
+        "Answer voice utterances that address the bot by name, in the voice channel's "
+        "text chat (while it transcribes that channel).",
+    ),
+    SettingSpec(
+        "voice_wake_words",
+        "text",
+        None,
+        "Comma-separated names that address the bot in voice (blank: its server nickname "
+        "and user name).",
+    ),
 )
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
 
@@ -55,6 +69,14 @@ class GuildSettings:
     embedding_model: str | None = None
     excluded_channels: frozenset[str] = frozenset()
     ingest_bots: bool = True
+    voice_replies: bool = False
+    voice_wake_words: tuple[str, ...] = ()
+
+
+def wake_words(raw: str | None) -> tuple[str, ...]:
+    """The comma-separated wake words of a setting, trimmed, blanks and repeats dropped."""
+    words = (" ".join(w.split()) for w in (raw or "").split(","))
+    return tuple(dict.fromkeys(w for w in words if w))
 
 
 def parse_guild_setting(key: str, raw: str | None) -> str | None:
@@ -84,6 +106,11 @@ def parse_guild_setting(key: str, raw: str | None) -> str | None:
         return ",".join(sorted(set(ids)))
     if len(value) > 120:
         raise InvalidInput(f"{key} is too long")
+    if key == "voice_wake_words":
+        words = wake_words(value)
+        if not words:
+            raise InvalidInput(f"{key}: give at least one name, separated by commas")
+        return ", ".join(words)
     return value
 
 
@@ -102,6 +129,8 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
             v for v in (stored.get("excluded_channels") or "").split(",") if v
         ),
         ingest_bots=flag("ingest_bots", True),
+        voice_replies=flag("voice_replies", False),
+        voice_wake_words=wake_words(stored.get("voice_wake_words")),
     )
 
 

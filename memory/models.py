@@ -122,6 +122,22 @@ class Remembered(NamedTuple):
 
 
 @dataclass(frozen=True)
+class Procedure:
+    """How a guild wants the bot to behave, set by a moderator.
+
+    ``channel_id`` None: guild-wide; otherwise only in that channel (and its
+    threads). ``author`` is the actor who added it (``user:<id>``, ``operator``).
+    """
+
+    id: int
+    guild_id: str
+    channel_id: str | None
+    text: str
+    author: str
+    created_at: str
+
+
+@dataclass(frozen=True)
 class HistoryEntry:
     id: int
     guild_id: str

@@ -171,6 +171,10 @@ async def open_harness(make_memory: Any, fake: FakeOpenAI) -> AsyncIterator[Harn
     yield h
     await dpytest.empty_queue()
     h.bot.accepting = False
+    if h.bot.chat is not None:
+        # Closed on this loop: a client collected later would close on a dead loop
+        # and log an error into whichever test is running then.
+        await h.bot.chat.client.close()
 
 
 @pytest_asyncio.fixture

@@ -53,7 +53,10 @@ async def test_app_command_tree() -> None:
         "voice-opt-out",
         "voice-opt-in",
     }
-    assert {c.name for c in admin.commands} == {"forget-member", "setting"}
+    assert {c.name for c in admin.commands} == {"forget-member", "setting", "procedure"}
+    procedure = admin.get_command("procedure")
+    assert isinstance(procedure, app_commands.Group)
+    assert {c.name for c in procedure.commands} == {"add", "list", "remove"}
     assert memory.guild_only and admin.guild_only
     assert admin.default_permissions == discord.Permissions(manage_guild=True)
     assert memory.default_permissions is None

@@ -56,7 +56,11 @@ def request(
 
 async def compose(mem: Memory, fake: FakeOpenAI, req: ReplyRequest) -> ReplyResult:
     chat = ChatModel(fake.client(), "gpt-4o-mini", timeout_s=2.0)
-    return await compose_reply(mem, chat, req, persona=PERSONA, temperature=0.7, max_tokens=700)
+    try:
+        return await compose_reply(mem, chat, req, persona=PERSONA, temperature=0.7, max_tokens=700)
+    finally:
+        # On this loop: a client collected later closes on a dead loop and logs an error.
+        await chat.client.close()
 
 
 async def say(mem: Memory, text: str, **kw: Any) -> str:

@@ -27,6 +27,7 @@ from bot.cogs.answers import (
     is_operator,
     send_answer,
 )
+from bot.cogs.procedures import add_procedure, list_procedures, remove_procedure
 from bot.convert import visible_channel_ids
 from memory import (
     GUILD_SETTINGS,
@@ -234,6 +235,8 @@ async def change_setting(
         v = getattr(current, spec.key, None)
         if isinstance(v, frozenset):
             v = ", ".join(sorted(v)) or "(none)"
+        elif isinstance(v, tuple):
+            v = ", ".join(v) or None
         lines.append(f"• `{spec.key}` = {v if v is not None else '(default)'} — {spec.help}")
     head = "**Memory settings for this server:**"
     if key is not None and value is not None:
@@ -292,6 +295,8 @@ def forget_member_prompt(
 
 SCOPES = [app_commands.Choice(name=n, value=n) for n in ("facts", "messages", "all")]
 SETTING_KEYS = [app_commands.Choice(name=s.key, value=s.key) for s in GUILD_SETTINGS]
+# Where a procedure may apply: any channel members write in.
+ScopeChannel = discord.TextChannel | discord.VoiceChannel | discord.ForumChannel | discord.Thread
 
 
 class MemoryCommands(commands.Cog):
@@ -305,6 +310,11 @@ class MemoryCommands(commands.Cog):
         description="Moderate guildlore's memory (Manage Server)",
         guild_only=True,
         default_permissions=discord.Permissions(manage_guild=True),
+    )
+    procedure_group = app_commands.Group(
+        name="procedure",
+        description="How I should behave in this server or one channel",
+        parent=admin_group,
     )
 
     def __init__(self, bot: GuildloreBot) -> None:
@@ -391,6 +401,35 @@ class MemoryCommands(commands.Cog):
     ) -> None:
         guild, _, member = self._where(interaction)
         answer = await change_setting(self.memory, guild, member, key.value if key else None, value)
+        await send_answer(interaction, answer)
+
+    @procedure_group.command(name="add", description="Add an instruction my replies follow")
+    @app_commands.describe(
+        text="e.g. “Answer in Spanish” or “No spoilers for the current season”",
+        channel="Only in this channel (default: the whole server)",
+    )
+    async def procedure_add(
+        self, interaction: discord.Interaction, text: str, channel: ScopeChannel | None = None
+    ) -> None:
+        guild, _, member = self._where(interaction)
+        answer = await add_procedure(self.memory, guild, member, text, channel)
+        await send_answer(interaction, answer)
+
+    @procedure_group.command(name="list", description="The instructions my replies follow")
+    @app_commands.describe(channel="Those in force in this channel (default: all of them)")
+    async def procedure_list(
+        self, interaction: discord.Interaction, channel: ScopeChannel | None = None
+    ) -> None:
+        guild, _, member = self._where(interaction)
+        await send_answer(interaction, await list_procedures(self.memory, guild, member, channel))
+
+    @procedure_group.command(name="remove", description="Remove an instruction")
+    @app_commands.describe(procedure="Its number, as `/memory-admin procedure list` shows it")
+    async def procedure_remove(
+        self, interaction: discord.Interaction, procedure: app_commands.Range[int, 1, 2**53]
+    ) -> None:
+        guild, _, member = self._where(interaction)
+        answer = await remove_procedure(self.memory, guild, member, procedure)
         await send_answer(interaction, answer)
 
     async def cog_app_command_error(

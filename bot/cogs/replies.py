@@ -1,11 +1,15 @@
-"""Replies: answer when mentioned or replied to, with memory.
+"""Replies: answer when mentioned or replied to, with memory — or, where a guild
+turned voice replies on, when an utterance in a transcribed voice channel
+names the bot (``bot/voice/wake.py``).
 
 The conversation itself (prompt, chat, lookup, lore line) is the engine's
 ``compose_reply``; this cog decides when to answer, turns the Discord message
-into a ``ReplyRequest``, shows typing, posts the text in pieces Discord
-accepts and records the traces, the posted reply (for the channel's next
-short-term windows) and one ``reply`` action-log row. Every failure ends in a
-short apology and an action-log entry, never an exception.
+or the transcript into a ``ReplyRequest``, shows typing, posts the text in
+pieces Discord accepts and records the traces, the posted reply (for the
+channel's next short-term windows) and one ``reply`` action-log row. Text and
+voice replies share that path (``answer``); a voice reply goes to the voice
+channel's text chat, at most one per ``voice_interval_s`` per guild. Every
+failure ends in a short apology and an action-log entry, never an exception.
 """
 
 from __future__ import annotations
@@ -21,8 +25,18 @@ import discord
 from discord.ext import commands
 
 from bot.client import SAFE_MENTIONS, GuildloreBot
-from bot.convert import INGESTED_TYPES, replied_message, reply_request
-from memory import LLMError, ReplyRequest, ReplyResult, compose_reply, iso, record_bot_reply
+from bot.convert import INGESTED_TYPES, replied_message, reply_request, voice_reply_request
+from bot.voice.wake import addresses, wake_keys
+from memory import (
+    IncomingMessage,
+    LLMError,
+    ReplyRequest,
+    ReplyResult,
+    Throttle,
+    compose_reply,
+    iso,
+    record_bot_reply,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +85,7 @@ class Replies(commands.Cog):
         self.bot = bot
         self._slots = asyncio.Semaphore(bot.reply_config.concurrency)
         self._last_reply: dict[tuple[int, int], float] = {}
+        self._voice_throttle = Throttle(bot.reply_config.voice_interval_s, time.monotonic)
 
     @commands.Cog.listener()
     async def on_message(self, message: discord.Message) -> None:
@@ -116,22 +131,86 @@ class Replies(commands.Cog):
             self._last_reply = {k: v for k, v in self._last_reply.items() if v >= cutoff}
         return False
 
+    @commands.Cog.listener()
+    async def on_voice_transcript(self, utterance: IncomingMessage) -> None:
+        """A transcribed utterance (``GuildloreBot.voice``): answer it if the guild
+        wants voice replies and it names the bot."""
+        if not self.bot.accepting or utterance.guild_id is None:
+            return
+        try:
+            channel, speaker = self._voice_target(utterance)
+            if channel is None:
+                return
+            settings = await self.bot.memory.guilds.settings(utterance.guild_id)
+            if not settings.voice_replies or settings.reply_mode == "off":
+                return
+            keys = wake_keys(settings.voice_wake_words) or wake_keys(self._names(channel.guild))
+            if not addresses(utterance.content, keys):
+                return
+            if self._voice_throttle.admit(utterance.guild_id) is None:
+                log.info("voice reply rate limit: not answering %s", utterance.id)
+                return
+            request = voice_reply_request(channel, utterance, speaker)
+        except Exception:
+            log.exception("voice reply check failed for utterance %s", utterance.id)
+            return
+        await self.bot.track(
+            self.answer(request, channel, trigger="voice"), name=f"voice-reply-{utterance.id}"
+        )
+
+    def _voice_target(
+        self, utterance: IncomingMessage
+    ) -> tuple[discord.VoiceChannel | None, discord.Member | None]:
+        """The voice channel an utterance was said in (None if gone), and its speaker."""
+        guild = self.bot.get_guild(int(utterance.guild_id or 0))
+        channel = guild.get_channel(int(utterance.channel_id)) if guild is not None else None
+        if guild is None or not isinstance(channel, discord.VoiceChannel):
+            return None, None
+        return channel, guild.get_member(int(utterance.author_id))
+
+    def _names(self, guild: discord.Guild) -> list[str]:
+        """What members call the bot here: its server nickname, display and user name."""
+        me = self.bot.user
+        names = [guild.me.display_name] if guild.me is not None else []
+        if me is not None:
+            names += [me.display_name, me.name]
+        return names
+
     async def respond(self, message: discord.Message) -> None:
-        """Compose, send and trace one reply; never raises."""
+        """Compose, send and trace one reply to a member's message; never raises."""
         me = self.bot.user
         assert message.guild is not None and me is not None  # checked in on_message
-        gid = str(message.guild.id)
+        try:
+            request = reply_request(message, me)
+        except Exception as exc:
+            log.exception("reply to %s failed", message.id)
+            await self._log_error(
+                str(message.guild.id), str(message.id), str(message.channel.id), "reply_error", exc
+            )
+            await self._send(message.channel, APOLOGY, message, str(message.guild.id))
+            return
+        await self.answer(request, message.channel, reference=message)
+
+    async def answer(
+        self,
+        request: ReplyRequest,
+        channel: discord.abc.Messageable,
+        *,
+        reference: discord.Message | None = None,
+        trigger: str = "text",
+    ) -> None:
+        """Compose ``request``'s reply, post it in ``channel`` (a Discord reply to
+        ``reference`` when given), record and trace it; never raises."""
+        gid = request.guild_id
         chat = self.bot.chat
         if chat is None:
-            await self._send(message, NOT_CONFIGURED)
+            await self._send(channel, NOT_CONFIGURED, reference, gid)
             return
         cfg = self.bot.reply_config
         started = time.perf_counter()
         result: ReplyResult | None = None
-        request: ReplyRequest | None = None
         try:
-            request = reply_request(message, me)
-            async with self._slots, _typing(message.channel):
+            async with self._slots, _typing(channel):
                 result = await compose_reply(
                     self.bot.memory,
                     chat,
@@ -143,27 +222,31 @@ class Replies(commands.Cog):
                     recent_tokens=cfg.recent_tokens,
                 )
         except LLMError as exc:
-            await self._log_error(gid, message, "reply_llm_error", exc)
+            await self._log_error(
+                gid, request.message_id, request.channel_id, "reply_llm_error", exc
+            )
         except Exception as exc:
-            log.exception("reply to %s failed", message.id)
-            await self._log_error(gid, message, "reply_error", exc)
-        sent = await self._send(message, result.text if result is not None else APOLOGY)
-        if result is None or request is None:
+            log.exception("reply to %s failed", request.message_id)
+            await self._log_error(gid, request.message_id, request.channel_id, "reply_error", exc)
+        text = result.text if result is not None else APOLOGY
+        sent = await self._send(channel, text, reference, gid, request.message_id)
+        if result is None:
             return
-        await self._record(request, result, sent, (time.perf_counter() - started) * 1000)
+        latency_ms = (time.perf_counter() - started) * 1000
+        await self._record(request, result, sent, latency_ms, trigger)
         if not (result.retrieved or result.stored):
             return
         try:
             await self.bot.memory.traces.record(
                 gid,
-                str(message.channel.id),
-                str(message.id),
+                request.channel_id,
+                request.message_id,
                 retrieved=result.retrieved,
                 stored=[(r.fact, r.event) for r in result.stored],
                 reply_id=str(sent.id) if sent is not None else None,
             )
         except Exception:
-            log.exception("could not record traces for %s", message.id)
+            log.exception("could not record traces for %s", request.message_id)
 
     async def _record(
         self,
@@ -171,6 +254,7 @@ class Replies(commands.Cog):
         result: ReplyResult,
         sent: discord.Message | None,
         latency_ms: float,
+        trigger: str,
     ) -> None:
         """The posted reply for the channel's next windows, and its ``reply`` action-log row."""
         mem = self.bot.memory
@@ -191,6 +275,7 @@ class Replies(commands.Cog):
         detail = {
             "message_id": request.message_id,
             "channel_id": request.channel_id,
+            "trigger": trigger,
             "reply_id": str(sent.id) if sent is not None else None,
             "sent": sent is not None,
             "latency_ms": round(latency_ms, 1),
@@ -200,7 +285,8 @@ class Replies(commands.Cog):
         try:
             await mem.admin.log_action(
                 "reply",
-                f"replied to {request.message_id} ({len(result.window)} recent messages"
+                f"replied to {'utterance ' if trigger == 'voice' else ''}{request.message_id} "
+                f"({len(result.window)} recent messages"
                 f"{lookup}, {len(result.stored)} stored)",
                 guild_id=request.guild_id,
                 # The member answered: the row is erased with them.
@@ -210,30 +296,39 @@ class Replies(commands.Cog):
         except Exception:
             log.exception("could not write the action log")
 
-    async def _send(self, message: discord.Message, text: str) -> discord.Message | None:
+    async def _send(
+        self,
+        channel: discord.abc.Messageable,
+        text: str,
+        reference: discord.Message | None,
+        gid: str,
+        message_id: str | None = None,
+    ) -> discord.Message | None:
         first: discord.Message | None = None
+        where = str(getattr(channel, "id", "?"))
         try:
             for i, chunk in enumerate(split_message(text)):
-                if i == 0:
+                if i == 0 and reference is not None:
                     # Still posted if the member deleted their message meanwhile.
-                    first = await message.channel.send(
+                    first = await channel.send(
                         chunk,
-                        reference=message.to_reference(fail_if_not_exists=False),
+                        reference=reference.to_reference(fail_if_not_exists=False),
                         allowed_mentions=SAFE_MENTIONS,
                         mention_author=True,
                     )
                 else:
-                    await message.channel.send(chunk, allowed_mentions=SAFE_MENTIONS)
+                    posted = await channel.send(chunk, allowed_mentions=SAFE_MENTIONS)
+                    first = first or posted
         except Exception as exc:  # Forbidden, rate limits beyond retries, a vanished channel
-            log.warning("could not send a reply in %s: %s", message.channel.id, exc)
-            if message.guild is not None:
-                await self._log_error(str(message.guild.id), message, "reply_send_error", exc)
+            log.warning("could not send a reply in %s: %s", where, exc)
+            msg_id = message_id or (str(reference.id) if reference is not None else "")
+            await self._log_error(gid, msg_id, where, "reply_send_error", exc)
         return first
 
     async def _log_error(
-        self, gid: str, message: discord.Message, what: str, exc: BaseException
+        self, gid: str, message_id: str, channel_id: str, what: str, exc: BaseException
     ) -> None:
-        log.warning("%s for message %s: %s", what, message.id, exc)
+        log.warning("%s for message %s: %s", what, message_id, exc)
         try:
             await self.bot.memory.admin.log_action(
                 "bot_error",
@@ -241,8 +336,8 @@ class Replies(commands.Cog):
                 guild_id=gid,
                 detail={
                     "error": what,
-                    "message_id": str(message.id),
-                    "channel_id": str(message.channel.id),
+                    "message_id": message_id,
+                    "channel_id": channel_id,
                     "exception": type(exc).__name__,
                 },
             )

@@ -40,6 +40,8 @@ from memory import Clock, IncomingMessage, Throttle, iso, system_clock
 log = logging.getLogger(__name__)
 
 IngestFn = Callable[[IncomingMessage], Awaitable[object]]
+# Told of each transcript once it is ingested (the bot answers the ones naming it).
+TranscriptListener = Callable[[IncomingMessage], None]
 MonotonicClock = Callable[[], float]
 # (guild id, message, detail); detail holds "stage" and "channel_id" at least.
 VoiceErrorReport = Callable[[int, str, dict[str, Any]], Awaitable[object]]
@@ -68,6 +70,7 @@ class VoiceIngestPipeline:
         wall_clock: Clock = system_clock,
         ids: SyntheticIds | None = None,
         report_error: VoiceErrorReport | None = None,
+        on_transcript: TranscriptListener | None = None,
     ) -> None:
         self.guild_id = guild_id
         self.channel_id = channel_id
@@ -83,6 +86,7 @@ class VoiceIngestPipeline:
         self._resolve_name = resolve_name or str
         self._ids = ids or SyntheticIds()
         self._report_error = report_error
+        self._on_transcript = on_transcript
         self._error_throttle = Throttle(ERROR_REPORT_INTERVAL_S, clock)
 
         self._lock = threading.Lock()
@@ -400,6 +404,11 @@ class VoiceIngestPipeline:
             return
         self._count("ingested")
         self._last_ingested_at = message.created_at
+        if self._on_transcript is not None:
+            try:
+                self._on_transcript(message)
+            except Exception:  # a listener must not stop transcription
+                log.exception("voice channel %s: transcript listener failed", self.channel_id)
 
     async def _report(self, stage: str, what: str, exc: BaseException) -> None:
         if self._report_error is None:

@@ -24,11 +24,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.voice.ids import SyntheticIds
-from bot.voice.pipeline import IngestFn, MonotonicClock, VoiceErrorReport, VoiceIngestPipeline
+from bot.voice.pipeline import (
+    IngestFn,
+    MonotonicClock,
+    TranscriptListener,
+    VoiceErrorReport,
+    VoiceIngestPipeline,
+)
 from bot.voice.stt import Transcriber
 from bot.voice.types import VoiceSettings
 from bot.voice.vad import FrameVad
-from memory import Clock, iso, system_clock
+from memory import Clock, IncomingMessage, iso, system_clock
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +154,8 @@ class VoiceManager:
         self._stt_where = stt_where or describe_transcriber(transcriber)
         self._check_internals = check_internals
         self._report_error = report_error
+        # Set by the bot (GuildloreBot.voice): each ingested transcript becomes an event.
+        self.on_transcript: TranscriptListener | None = None
         self._pending_reports: set[concurrent.futures.Future[None]] = set()
         self._ids = SyntheticIds()  # one per process: ids stay unique across guilds
         self._sessions: dict[int, VoiceSession] = {}
@@ -277,6 +285,7 @@ class VoiceManager:
                 wall_clock=self._wall_clock,
                 ids=self._ids,
                 report_error=self._report_error,
+                on_transcript=self._transcript,
             )
             await pipeline.start()
             try:
@@ -323,6 +332,10 @@ class VoiceManager:
             self._sessions[guild_id] = session
             log.info("voice: transcribing guild %s channel %s", guild_id, channel.id)
             return session
+
+    def _transcript(self, message: IncomingMessage) -> None:
+        if self.on_transcript is not None:
+            self.on_transcript(message)
 
     async def _report(
         self, guild_id: int, stage: str, message: str, exc: BaseException, channel_id: int

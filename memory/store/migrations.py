@@ -326,6 +326,25 @@ def m008_bot_replies(con: Any) -> None:
     )
 
 
+def m009_procedures(con: Any) -> None:
+    # How a guild wants the bot to behave, set by its moderators: guild-wide
+    # (channel_id NULL) or for one channel. A table of their own, never in the
+    # facts' FTS or vectors, so search can never return one.
+    con.executescript(
+        """
+        CREATE TABLE procedures (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            guild_id TEXT NOT NULL,
+            channel_id TEXT,
+            text TEXT NOT NULL,
+            author TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX procedures_scope ON procedures (guild_id, channel_id, id);
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     ("m001_core", m001_core),
     ("m002_fts", m002_fts),
@@ -335,6 +354,7 @@ MIGRATIONS: list[Migration] = [
     ("m006_message_retry", m006_message_retry),
     ("m007_fact_time", m007_fact_time),
     ("m008_bot_replies", m008_bot_replies),
+    ("m009_procedures", m009_procedures),
 ]
 
 
