@@ -114,6 +114,8 @@ async def search_context(request: web.Request) -> dict[str, Any]:
     limit = params.integer(q, "limit", default=10, lo=1, hi=cfg.search_limit_max)
     scope = params.choice(q, "scope", SCOPES, "facts")
     as_of = params.timestamp(q, "asOf")
+    # Memory types to narrow to (comma separated); the guild's api allowlist binds.
+    types = [t for t in (q.get("types") or "").split(",") if t.strip()] or None
     results: list[dict[str, Any]] = []
     took_ms: float | None = None
     if text and guild:
@@ -126,6 +128,8 @@ async def search_context(request: web.Request) -> dict[str, Any]:
             limit=limit,
             scope=cast(SearchScope, scope),
             as_of=as_of,
+            consumer="api",
+            types=types,
         )
         took_ms = round((time.perf_counter() - started) * 1000, 1)
         names = await member_names(mem, guild)
@@ -137,6 +141,7 @@ async def search_context(request: web.Request) -> dict[str, Any]:
         "scope": scope,
         "limit": limit,
         "asOf": None if as_of is None else iso(as_of),
+        "types": types,
         "count": len(results),
         "tookMs": took_ms,
         "results": results,

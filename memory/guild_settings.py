@@ -9,6 +9,7 @@ from typing import Any
 
 from memory.errors import InvalidInput
 from memory.ingest.validate import ID_RE
+from memory.memory_types import DEFAULT_ALLOWLISTS, parse_types
 from memory.store import ops as store_ops
 from memory.store.db import Database
 
@@ -18,7 +19,7 @@ REPLY_MODES = ("mention", "mention_or_reply", "off")
 @dataclass(frozen=True)
 class SettingSpec:
     key: str
-    kind: str  # "bool" | "choice" | "text" | "ids"
+    kind: str  # "bool" | "choice" | "text" | "ids" | "types"
     default: Any
     help: str
     choices: tuple[str, ...] = ()
@@ -43,6 +44,30 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
     ),
     SettingSpec("excluded_channels", "ids", (), "Channel ids whose messages are never ingested."),
     SettingSpec("ingest_bots", "bool", True, "Ingest messages of other bots."),
+    SettingSpec(
+        "reply_memory_types",
+        "types",
+        DEFAULT_ALLOWLISTS["replies"],
+        "Memory types replies may use (facts, lore, episodes, procedures, insights).",
+    ),
+    SettingSpec(
+        "voice_memory_types",
+        "types",
+        DEFAULT_ALLOWLISTS["voice"],
+        "Memory types voice replies may use.",
+    ),
+    SettingSpec(
+        "tool_memory_types",
+        "types",
+        DEFAULT_ALLOWLISTS["tool"],
+        "Memory types the model's memory_query tool may return (within the reply's own list).",
+    ),
+    SettingSpec(
+        "api_memory_types",
+        "types",
+        DEFAULT_ALLOWLISTS["api"],
+        "Memory types the dashboard's public search API may return.",
+    ),
 )
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
 
@@ -55,6 +80,22 @@ class GuildSettings:
     embedding_model: str | None = None
     excluded_channels: frozenset[str] = frozenset()
     ingest_bots: bool = True
+    reply_memory_types: frozenset[str] = DEFAULT_ALLOWLISTS["replies"]
+    voice_memory_types: frozenset[str] = DEFAULT_ALLOWLISTS["voice"]
+    tool_memory_types: frozenset[str] = DEFAULT_ALLOWLISTS["tool"]
+    api_memory_types: frozenset[str] = DEFAULT_ALLOWLISTS["api"]
+
+    def allowed_types(self, consumer: str) -> frozenset[str]:
+        """The memory types ``consumer`` (replies, voice, tool, api) may see."""
+        lists = {
+            "replies": self.reply_memory_types,
+            "voice": self.voice_memory_types,
+            "tool": self.tool_memory_types,
+            "api": self.api_memory_types,
+        }
+        if consumer not in lists:
+            raise InvalidInput(f"unknown memory consumer {consumer!r}")
+        return lists[consumer]
 
 
 def parse_guild_setting(key: str, raw: str | None) -> str | None:
@@ -82,6 +123,12 @@ def parse_guild_setting(key: str, raw: str | None) -> str | None:
         if bad:
             raise InvalidInput(f"{key}: not channel ids: {', '.join(b[:30] for b in bad[:3])}")
         return ",".join(sorted(set(ids)))
+    if spec.kind == "types":
+        # "none" is an empty list: the consumer sees no memory at all.
+        if value.lower() == "none":
+            return "none"
+        chosen = parse_types(value.replace("\n", ",").split(","))
+        return ",".join(sorted(chosen)) if chosen else "none"
     if len(value) > 120:
         raise InvalidInput(f"{key} is too long")
     return value
@@ -91,6 +138,18 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
     def flag(key: str, default: bool) -> bool:
         v = stored.get(key)
         return default if v is None else v == "true"
+
+    def types(key: str, consumer: str) -> frozenset[str]:
+        v = stored.get(key)
+        if v is None:
+            return DEFAULT_ALLOWLISTS[consumer]
+        if v == "none":
+            return frozenset()
+        try:
+            return parse_types(v.split(","))
+        except InvalidInput:
+            # Written by a newer or older version: the safe reading is the default.
+            return DEFAULT_ALLOWLISTS[consumer]
 
     mode = stored.get("reply_mode", "mention_or_reply")
     return GuildSettings(
@@ -102,6 +161,10 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
             v for v in (stored.get("excluded_channels") or "").split(",") if v
         ),
         ingest_bots=flag("ingest_bots", True),
+        reply_memory_types=types("reply_memory_types", "replies"),
+        voice_memory_types=types("voice_memory_types", "voice"),
+        tool_memory_types=types("tool_memory_types", "tool"),
+        api_memory_types=types("api_memory_types", "api"),
     )
 
 
