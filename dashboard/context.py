@@ -284,6 +284,7 @@ async def traces_context(request: web.Request) -> dict[str, Any]:
             "message": message_json(found) if found else None,
             "traces": traces,
             "groups": [],
+            "context": await mem.traces.context(guild, message),
         }
     traces = [trace_json(t) for t in await mem.traces.recent(guild, limit)]
     return {
@@ -292,6 +293,7 @@ async def traces_context(request: web.Request) -> dict[str, Any]:
         "message": None,
         "traces": traces,
         "groups": _trace_groups(traces),
+        "context": None,
     }
 
 

@@ -22,7 +22,15 @@ from discord.ext import commands
 
 from bot.client import SAFE_MENTIONS, GuildloreBot
 from bot.convert import INGESTED_TYPES, replied_message, reply_request
-from memory import LLMError, ReplyRequest, ReplyResult, compose_reply, iso, record_bot_reply
+from memory import (
+    LLMError,
+    ReplyRequest,
+    ReplyResult,
+    compose_reply,
+    iso,
+    record_bot_reply,
+    record_reply_context,
+)
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +159,12 @@ class Replies(commands.Cog):
         if result is None or request is None:
             return
         await self._record(request, result, sent, (time.perf_counter() - started) * 1000)
+        try:
+            await record_reply_context(
+                self.bot.memory, request, result, str(sent.id) if sent is not None else None
+            )
+        except Exception:
+            log.exception("could not record the context of the reply to %s", message.id)
         if not (result.retrieved or result.stored):
             return
         try:
@@ -196,7 +210,11 @@ class Replies(commands.Cog):
             "latency_ms": round(latency_ms, 1),
             **result.log_detail(),
         }
-        lookup = f", lookup: {result.lookup_hits} hits" if result.lookup_query else ""
+        lookup = (
+            f", {len(result.calls)} lookup(s) via {result.mode}: {result.lookup_hits} hits"
+            if result.calls
+            else ""
+        )
         try:
             await mem.admin.log_action(
                 "reply",
