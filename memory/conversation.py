@@ -142,6 +142,9 @@ class ReplyRequest:
     (``replied_id`` its id). ``created_at`` is when the member's message was
     written (None: now); the window holds what came before it.
     ``starter_message_id`` is a thread's starter message, for the window.
+    ``consumer`` names the allowlist of memory types the reply keeps to
+    ("replies", or "voice" for a voice reply); its lookups keep to the
+    tool's list within it.
     """
 
     guild_id: str
@@ -158,6 +161,7 @@ class ReplyRequest:
     replied_id: str | None = None
     created_at: str | None = None
     starter_message_id: str | None = None
+    consumer: str = "replies"
 
 
 @dataclass(frozen=True)
@@ -247,7 +251,7 @@ async def assemble_prompt(
             r.text,
             visible_channels=set(r.visible_channels),
             exclude_message_ids=[r.message_id],
-            consumer="replies",
+            consumer=r.consumer,
         ),
     )
     system = system_prompt(
@@ -297,7 +301,7 @@ async def compose_reply(
     exchange = ReplyExchange(
         memory,
         chat,
-        QueryScope(r.guild_id, r.channel_id, frozenset(r.visible_channels)),
+        QueryScope(r.guild_id, r.channel_id, frozenset(r.visible_channels), ("tool", r.consumer)),
         temperature=temperature,
         max_tokens=max_tokens,
         render=render_fact,

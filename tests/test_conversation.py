@@ -5,6 +5,7 @@ client and the fake OpenAI server, driven with plain ``ReplyRequest`` values.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -31,7 +32,9 @@ PRIVATE = "666666666666666666"
 PERSONA = "You are guildlore, this server's friendly bot."
 
 
-def reply_json(text: str, line: str | None = None, lookup: str | None = None) -> str:
+def reply_json(
+    text: str, line: str | None = None, lookup: str | dict[str, Any] | None = None
+) -> str:
     return json.dumps({"text": text, "memoryLine": line, "memoryLookupQuery": lookup})
 
 
@@ -387,3 +390,24 @@ def test_results_stay_within_the_token_budget() -> None:
     assert 0 < shown < 10
     assert sum(estimate_tokens(line) for line in text.splitlines()[: shown + 1]) <= 200
     assert text.splitlines()[-1].startswith(f"({10 - shown} more left out")
+
+
+async def test_the_request_keeps_to_its_consumers_allowlist(
+    make_memory: Any, fake_openai: FakeOpenAI
+) -> None:
+    mem = await make_memory()
+    line = "the summer meetup is in Zermatt"
+    await mem.remember_line(GUILD, line, source_text=line)
+    await mem.guilds.set_setting(GUILD, "voice_memory_types", "facts")
+    fake_openai.script_chat(
+        reply_json("Zermatt."),
+        reply_json("", lookup={"query": "summer meetup", "types": ["lore"]}),
+        reply_json("I don't know."),
+    )
+    await compose(mem, fake_openai, request("where is the summer meetup?"))
+    assert "Memory line: the summer meetup is in Zermatt." in system_of(fake_openai, 0)
+    voice = replace(request("where is the summer meetup?"), consumer="voice")
+    result = await compose(mem, fake_openai, voice)
+    assert "Zermatt" not in system_of(fake_openai, 1)
+    (call,) = result.calls
+    assert call.error is not None and "not allowed for tool within voice" in call.error
