@@ -38,7 +38,6 @@ from memory.conversation_tools import (
     LookupMode,
     ReplyExchange,
     ToolSupport,
-    with_format,
 )
 from memory.conversation_window import (
     DEFAULT_RECENT_MESSAGES,
@@ -170,7 +169,8 @@ class ReplyResult:
 
     ``calls`` are the model's ``memory_query`` calls (``mode``: as a tool or
     as the JSON directive). ``window`` is the short-term window the model
-    saw, ``prompt`` the first request's messages. Token counts add up the
+    saw, ``prompt`` the first request's messages (``offered_tool``: with the
+    tool). Token counts add up the
     chat calls (None when the endpoint did not report them); ``compose_ms``
     is the time from the request to the final text, the model's calls
     included.
@@ -183,6 +183,7 @@ class ReplyResult:
     mode: LookupMode = "tool"
     window: tuple[WindowTurn, ...] = ()
     prompt: tuple[dict[str, Any], ...] = ()
+    offered_tool: bool = False
     model: str = ""
     llm_calls: int = 0
     prompt_tokens: int | None = None
@@ -329,11 +330,6 @@ async def compose_reply(
             log.info("memoryLine refused by the guards: %r", line[:80])
         else:
             stored.append(remembered)
-    first = (
-        prompt.messages
-        if done.mode == mode
-        else with_format(prompt.messages, TOOL_REPLY_FORMAT, REPLY_FORMAT)
-    )
     return ReplyResult(
         text=done.text,
         retrieved=tuple(retrieved),
@@ -341,7 +337,8 @@ async def compose_reply(
         calls=tuple(done.calls),
         mode=done.mode,
         window=prompt.window,
-        prompt=tuple(first),
+        prompt=tuple(done.first),
+        offered_tool=done.offered_tool,
         model=chat.model,
         llm_calls=done.requests,
         prompt_tokens=done.prompt_tokens,

@@ -193,6 +193,9 @@ class Exchange:
     mode: LookupMode = "tool"
     # The last request told the model not to call (its calls were used up).
     forced: bool = False
+    # The first request the endpoint answered, and whether it offered the tool.
+    first: list[dict[str, Any]] = field(default_factory=list)
+    offered_tool: bool = False
     requests: int = 0
     prompt_tokens: int | None = 0
     completion_tokens: int | None = 0
@@ -267,6 +270,7 @@ class ReplyExchange:
                 done = await self._ask(out, tools=False)
                 self.support.learn(self.chat, False)
             else:
+                out.offered_tool = True
                 if not done.tool_calls and _directive_in(done.text):
                     # The endpoint took the tools, the model wrote the call as text.
                     self.support.learn(self.chat, False)
@@ -275,6 +279,7 @@ class ReplyExchange:
                     self.support.learn(self.chat, True)
         else:
             done = await self._ask(out, tools=False)
+        out.first = list(self.turns)
         step: Completion | None = done
         while step is not None:
             if step.tool_calls and out.mode == "tool":

@@ -45,7 +45,7 @@ def reply_context(request: ReplyRequest, result: ReplyResult) -> tuple[dict[str,
         "system": _cut(system, MAX_SYSTEM_CHARS),
         "turns": turns,
         "window_messages": len(result.window),
-        "tool": TOOL_SPEC if result.mode == "tool" else None,
+        "tool": TOOL_SPEC if result.offered_tool else None,
         "calls": [{**c.record(), "result": _cut(c.result, MAX_RESULT_CHARS)} for c in result.calls],
         "text": _cut(result.text, MAX_TURN_CHARS * 2),
     }

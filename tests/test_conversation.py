@@ -411,3 +411,26 @@ async def test_the_request_keeps_to_its_consumers_allowlist(
     assert "Zermatt" not in system_of(fake_openai, 1)
     (call,) = result.calls
     assert call.error is not None and "not allowed for tool within voice" in call.error
+
+
+async def test_a_model_that_writes_the_call_as_text_gets_the_directive_from_then_on(
+    make_memory: Any, fake_openai: FakeOpenAI
+) -> None:
+    mem = await make_memory()
+    await say(mem, "I love hiking in the Alps.")
+    assert await mem.settle()
+    fake_openai.script_chat(
+        json.dumps({"name": "memory_query", "arguments": {"query": "hiking"}}),
+        reply_json("You hike [M1]."),
+        reply_json("Hello."),
+    )
+    result = await compose(mem, fake_openai, request("what do I do on weekends?"))
+    assert result.text == "You hike [M1]." and result.mode == "directive"
+    assert result.offered_tool
+    first, follow = (r.body for r in fake_openai.chat_requests())
+    assert "tools" in first and "tools" not in follow
+    assert "[M1] Alice loves hiking in the Alps." in follow["messages"][-1]["content"]
+    assert [c.via for c in result.calls] == ["directive"]
+    await compose(mem, fake_openai, request("hi"))
+    third = fake_openai.chat_requests()[2].body
+    assert "tools" not in third and "memoryLookupQuery" in third["messages"][0]["content"]
