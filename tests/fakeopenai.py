@@ -45,6 +45,7 @@ Run it as a separate process (benchmarks, CLI tests)::
 
     python -m tests.fakeopenai --port 8011 --latency 0.05 --script script.json
     python -m tests.fakeopenai --echo-facts --fault-rate 0.3 --fault-seed 7
+    python -m tests.fakeopenai --reject-tools   # an endpoint without function calling
 
 The script file is ``{"chat": [...], "transcriptions": [...]}``; each entry
 is a reply string or a fault object such as ``{"fault": "status", "code": 429}``,
@@ -831,6 +832,7 @@ async def _serve(args: argparse.Namespace) -> None:
         latency_s=args.latency,
         fault_rate=args.fault_rate,
         fault_seed=args.fault_seed,
+        reject_tools=args.reject_tools,
     )
     fake.random_faults = tuple(
         replace(f, seconds=args.fault_timeout) if f.kind == "timeout" else f
@@ -862,6 +864,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault generator")
     parser.add_argument(
         "--fault-timeout", type=float, default=30.0, help="seconds a timeout fault sleeps"
+    )
+    parser.add_argument(
+        "--reject-tools",
+        action="store_true",
+        help="answer requests that offer tools with a 400 (no function calling)",
     )
     args = parser.parse_args(argv)
     try:
