@@ -124,7 +124,7 @@ def parse_guild_setting(key: str, raw: str | None) -> str | None:
             raise InvalidInput(f"{key}: not channel ids: {', '.join(b[:30] for b in bad[:3])}")
         return ",".join(sorted(set(ids)))
     if spec.kind == "types":
-        # "none" is an empty list: the consumer sees no memory at all.
+        # "none" is an empty list: the consumer gets no facts of any type.
         if value.lower() == "none":
             return "none"
         chosen = parse_types(value.replace("\n", ",").split(","))

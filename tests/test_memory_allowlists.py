@@ -75,6 +75,11 @@ async def test_the_prompt_slice_keeps_to_the_replies_allowlist(make_memory: Any)
         GUILD, CHANNEL, ALICE, "summer meetup", consumer="replies"
     )
     assert narrowed.relevant_facts and types_of(narrowed.relevant_facts) == {"facts"}
+    await mem.guilds.set_setting(GUILD, "reply_memory_types", "none")
+    nothing = await mem.build_prompt_slice(
+        GUILD, CHANNEL, ALICE, "summer meetup", consumer="replies"
+    )
+    assert nothing.user_facts == () and nothing.relevant_facts == ()
 
 
 async def test_the_tool_answers_a_refused_type_with_an_error(make_memory: Any) -> None:
