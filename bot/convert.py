@@ -227,4 +227,5 @@ def voice_reply_request(
         },
         created_at=utterance.created_at,
         channel_bias=False,
+        consumer="voice",
     )

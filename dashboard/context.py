@@ -116,6 +116,8 @@ async def search_context(request: web.Request) -> dict[str, Any]:
     limit = params.integer(q, "limit", default=10, lo=1, hi=cfg.search_limit_max)
     scope = params.choice(q, "scope", SCOPES, "facts")
     as_of = params.timestamp(q, "asOf")
+    # Memory types to narrow to (comma separated); the guild's api allowlist binds.
+    types = [t for t in (q.get("types") or "").split(",") if t.strip()] or None
     results: list[dict[str, Any]] = []
     took_ms: float | None = None
     if text and guild:
@@ -128,6 +130,8 @@ async def search_context(request: web.Request) -> dict[str, Any]:
             limit=limit,
             scope=cast(SearchScope, scope),
             as_of=as_of,
+            consumer="api",
+            types=types,
         )
         took_ms = round((time.perf_counter() - started) * 1000, 1)
         names = await member_names(mem, guild)
@@ -139,6 +143,7 @@ async def search_context(request: web.Request) -> dict[str, Any]:
         "scope": scope,
         "limit": limit,
         "asOf": None if as_of is None else iso(as_of),
+        "types": types,
         "count": len(results),
         "tookMs": took_ms,
         "results": results,
@@ -281,6 +286,7 @@ async def traces_context(request: web.Request) -> dict[str, Any]:
             "message": message_json(found) if found else None,
             "traces": traces,
             "groups": [],
+            "context": await mem.traces.context(guild, message),
         }
     traces = [trace_json(t) for t in await mem.traces.recent(guild, limit)]
     return {
@@ -289,6 +295,7 @@ async def traces_context(request: web.Request) -> dict[str, Any]:
         "message": None,
         "traces": traces,
         "groups": _trace_groups(traces),
+        "context": None,
     }
 
 

@@ -119,6 +119,8 @@ def trace_json(t: Trace) -> dict[str, Any]:
         }
         if t.score_parts is not None
         else None,
+        "memory_type": t.memory_type,
+        "source": t.source,
         "created_at": t.created_at,
     }
 

@@ -61,6 +61,7 @@ from memory.models import (
     StoredMessage,
     Trace,
 )
+from memory.reply_record import record_reply_context
 from memory.store.sqlite import capabilities as sqlite_capabilities
 from memory.throttle import Throttle
 
@@ -114,6 +115,7 @@ __all__ = [
     "provider_default_model",
     "read_header",
     "record_bot_reply",
+    "record_reply_context",
     "sqlite_capabilities",
     "system_clock",
 ]

@@ -7,12 +7,11 @@ The adapter (the Discord cog, later voice) turns its objects into a
    sections with provenance (confidence, date, evidence), and the channel's
    short-term window (memory/conversation_window.py) as chat turns between the
    system prompt and the member's message;
-2. one chat call asking for ``{"text", "memoryLine", "memoryLookupQuery"}``
-   (output that is not JSON is used as plain text);
-3. if the model asks for a lookup: one strict search, then exactly one
-   follow-up call listing the hits as ``[M1]``, ``[M2]``… (or saying there was
-   no durable match), with lookups disabled;
-4. each ``memoryLine`` (at most two) stored as lore, grounded in the member's
+2. the exchange with the model (memory/conversation_tools.py): its JSON
+   answer, and up to two ``memory_query`` lookups (an OpenAI tool, or the
+   JSON directive on endpoints without tools), each answered with ``[M#]``
+   bullets before the model answers;
+3. each ``memoryLine`` (at most two) stored as lore, grounded in the member's
    own words; the guards refuse lines the member did not say.
 
 A model that fails or answers nothing usable raises ``LLMError`` (a
@@ -24,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +30,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory.clock import iso
+from memory.conversation_tools import (
+    MAX_LINES,
+    REPLY_FORMAT,
+    TOOL_REPLY_FORMAT,
+    TOOL_SUPPORT,
+    LookupMode,
+    ReplyExchange,
+    ToolSupport,
+)
 from memory.conversation_window import (
     DEFAULT_RECENT_MESSAGES,
     DEFAULT_RECENT_TOKENS,
@@ -40,81 +47,12 @@ from memory.conversation_window import (
     recent_window,
 )
 from memory.engine import Memory
-from memory.errors import LLMError, MalformedReply
-from memory.llm import ChatModel, Completion, parse_json_object
+from memory.llm import ChatModel
+from memory.memory_query import QueryCall, QueryScope
 from memory.models import Hit, Procedure, PromptSlice, Remembered
 from memory.roles.procedures import render_procedures
 
 log = logging.getLogger(__name__)
-
-LOOKUP_MAX_CHARS = 220
-LOOKUP_LIMIT = 10
-# A reply stores at most this many lore lines (one per model call).
-MAX_LINES = 2
-
-REPLY_FORMAT = (
-    "Answer with one JSON object and nothing else:\n"
-    '{"text": "<your reply to the member>", '
-    '"memoryLine": <null, or one short durable fact about this server that the member '
-    "explicitly asked you to remember, in their own words>, "
-    '"memoryLookupQuery": <null, or a short search query (at most 220 characters) when you '
-    "need to look something up in the server's long-term memory before you can answer>}"
-)
-FOLLOW_UP_FORMAT = (
-    "Lookups are now disabled: answer with one JSON object and nothing else, "
-    '{"text": "<your reply>", "memoryLine": <null or a line to remember>, '
-    '"memoryLookupQuery": null}'
-)
-
-
-# -- the model's answer ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelReply:
-    text: str
-    memory_line: str | None = None
-    lookup: str | None = None
-    structured: bool = True
-
-
-_TEXT_FIELD = re.compile(r'"text"\s*:\s*"((?:[^"\\]|\\.)*)"', re.DOTALL)
-
-
-def _str_field(obj: dict[str, Any], *names: str) -> str | None:
-    for name in names:
-        value = obj.get(name)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return None
-
-
-def parse_reply(raw: str) -> ModelReply:
-    """The model's JSON reply, or its output as plain text; MalformedReply if unusable."""
-    obj = parse_json_object(raw)
-    if obj is None:
-        stripped = (raw or "").strip()
-        if stripped.startswith("{"):
-            # Truncated or broken JSON: salvage the text field rather than post braces.
-            m = _TEXT_FIELD.search(stripped)
-            if m is None:
-                raise MalformedReply(f"reply is broken JSON: {stripped[:120]!r}")
-            try:
-                stripped = json.loads(f'"{m.group(1)}"').strip()
-            except ValueError as exc:
-                raise MalformedReply("reply text field is not a valid string") from exc
-        if not stripped:
-            raise MalformedReply("reply is empty")
-        return ModelReply(text=stripped, structured=False)
-    text = _str_field(obj, "text", "reply", "content", "message", "answer") or ""
-    line = _str_field(obj, "memoryLine", "memory_line")
-    lookup = _str_field(obj, "memoryLookupQuery", "memory_lookup_query")
-    if lookup is not None:
-        lookup = lookup[:LOOKUP_MAX_CHARS]
-    if not text and lookup is None:
-        raise MalformedReply(f"reply has no text: {raw[:120]!r}")
-    return ModelReply(text=text, memory_line=line, lookup=lookup)
-
 
 # -- rendering the prompt ----------------------------------------------------------------------
 
@@ -165,17 +103,6 @@ def render_sections(memory: PromptSlice, channel_names: Mapping[str, str] | None
     )
 
 
-def render_lookup(query: str, hits: Sequence[Hit]) -> str:
-    """The lookup's answer for the follow-up: ``[M#]`` bullets, or a no-match note."""
-    if not hits:
-        return (
-            f"Memory lookup for {_quote(query)}: no durable match. Nothing in the server's "
-            "long-term memory matched; say so if it matters, and do not make anything up."
-        )
-    lines = [f"[M{i}] {render_fact(h)}" for i, h in enumerate(hits, start=1)]
-    return f"Memory lookup results for {_quote(query)}:\n" + "\n".join(lines)
-
-
 def system_prompt(
     persona: str,
     guild_name: str,
@@ -184,6 +111,7 @@ def system_prompt(
     sections: str,
     now: datetime,
     procedures: Sequence[Procedure] = (),
+    reply_format: str = REPLY_FORMAT,
 ) -> str:
     rules = render_procedures(procedures)
     return "\n\n".join(
@@ -198,7 +126,7 @@ def system_prompt(
             "it. Use it when it helps; never invent memories; if you don't know, say so. "
             "The turns before the last one are the channel's latest messages, oldest first.",
             sections,
-            REPLY_FORMAT,
+            reply_format,
         ]
     )
 
@@ -220,6 +148,9 @@ class ReplyRequest:
     ``parent_channel_id`` a thread's parent channel, whose procedures apply in
     the thread too. ``channel_bias`` False: memory of the reply's own channel
     is not preferred (voice replies).
+    ``consumer`` names the allowlist of memory types the reply keeps to
+    ("replies", or "voice" for a voice reply); its lookups keep to the
+    tool's list within it.
     """
 
     guild_id: str
@@ -238,30 +169,45 @@ class ReplyRequest:
     starter_message_id: str | None = None
     parent_channel_id: str | None = None
     channel_bias: bool = True
+    consumer: str = "replies"
 
 
 @dataclass(frozen=True)
 class ReplyResult:
     """A composed reply: its text, the memory it used and the lore it stored.
 
-    ``lookup_query`` is None when the model asked for no lookup;
-    ``lookup_hits`` is how many facts that lookup returned. ``window`` is the
-    short-term window the model saw. Token counts add up the chat calls
-    (None when the endpoint did not report them); ``compose_ms`` is the
-    time from the request to the final text, the model's calls included.
+    ``calls`` are the model's ``memory_query`` calls (``mode``: as a tool or
+    as the JSON directive). ``window`` is the short-term window the model
+    saw, ``prompt`` the first request's messages (``offered_tool``: with the
+    tool). Token counts add up the
+    chat calls (None when the endpoint did not report them); ``compose_ms``
+    is the time from the request to the final text, the model's calls
+    included.
     """
 
     text: str
     retrieved: tuple[Hit, ...]
     stored: tuple[Remembered, ...]
-    lookup_query: str | None = None
-    lookup_hits: int = 0
+    calls: tuple[QueryCall, ...] = ()
+    mode: LookupMode = "tool"
     window: tuple[WindowTurn, ...] = ()
+    prompt: tuple[dict[str, Any], ...] = ()
+    offered_tool: bool = False
     model: str = ""
     llm_calls: int = 0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     compose_ms: float = 0.0
+
+    @property
+    def lookup_query(self) -> str | None:
+        """The first lookup's query (None: the model looked nothing up)."""
+        return self.calls[0].query if self.calls else None
+
+    @property
+    def lookup_hits(self) -> int:
+        """How many facts the lookups returned, over all calls."""
+        return sum(len(c.hits) for c in self.calls)
 
     def log_detail(self) -> dict[str, Any]:
         """The ``reply`` action-log row's numbers (no message text)."""
@@ -273,33 +219,13 @@ class ReplyResult:
             "compose_ms": round(self.compose_ms, 1),
             "window_messages": len(self.window),
             "window_tokens": sum(t.tokens for t in self.window),
-            "lookup": self.lookup_query is not None,
+            "lookup": bool(self.calls),
             "lookup_hits": self.lookup_hits,
+            "lookup_mode": self.mode,
+            "tool_calls": [c.record() for c in self.calls],
             "retrieved": len(self.retrieved),
             "stored": [{"fact_id": r.fact.id, "event": r.event} for r in self.stored],
         }
-
-
-class _Usage:
-    """Token counts over a reply's chat calls; None once any call lacks them."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.prompt: int | None = 0
-        self.completion: int | None = 0
-
-    def add(self, done: Completion) -> None:
-        self.calls += 1
-        self.prompt = (
-            None
-            if self.prompt is None or done.prompt_tokens is None
-            else (self.prompt + done.prompt_tokens)
-        )
-        self.completion = (
-            None
-            if self.completion is None or done.completion_tokens is None
-            else self.completion + done.completion_tokens
-        )
 
 
 @dataclass(frozen=True)
@@ -319,9 +245,11 @@ async def assemble_prompt(
     max_recent_messages: int = DEFAULT_RECENT_MESSAGES,
     recent_tokens: int = DEFAULT_RECENT_TOKENS,
     procedures: Sequence[Procedure] | None = None,
+    reply_format: str = REPLY_FORMAT,
 ) -> AssembledPrompt:
     """System prompt with the procedures and memory sections, the channel's window,
-    the member's message. ``procedures`` None: those of the request's channel."""
+    the member's message. ``procedures`` None: those of the request's channel;
+    ``reply_format``: how the model is asked to answer (and to look memory up)."""
     r = request
 
     async def rules() -> Sequence[Procedure]:
@@ -343,6 +271,7 @@ async def assemble_prompt(
             r.text,
             visible_channels=set(r.visible_channels),
             exclude_message_ids=[r.message_id],
+            consumer=r.consumer,
         ),
         rules(),
     )
@@ -353,7 +282,8 @@ async def assemble_prompt(
         r.author_name,
         render_sections(memory_slice, r.channel_names),
         memory.clock(),
-        in_force,
+        procedures=in_force,
+        reply_format=reply_format,
     )
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     messages.extend(t.as_message() for t in window)
@@ -373,65 +303,48 @@ async def compose_reply(
     max_tokens: int | None,
     max_recent_messages: int = DEFAULT_RECENT_MESSAGES,
     recent_tokens: int = DEFAULT_RECENT_TOKENS,
+    support: ToolSupport = TOOL_SUPPORT,
 ) -> ReplyResult:
-    """Prompt slice, window, chat, optional lookup and follow-up, lore lines;
-    LLMError on failure."""
+    """Prompt slice, window, the exchange with the model (lookups included),
+    lore lines; LLMError on failure. ``support``: what is known of which
+    models handle tools."""
     started = time.perf_counter()
     r = request
-    visible = set(r.visible_channels)
+    mode = support.mode(chat)
     prompt = await assemble_prompt(
         memory,
         r,
         persona=persona,
         max_recent_messages=max_recent_messages,
         recent_tokens=recent_tokens,
+        reply_format=TOOL_REPLY_FORMAT if mode == "tool" else REPLY_FORMAT,
     )
-    messages, window, memory_slice = prompt.messages, prompt.window, prompt.memory
-    retrieved = _unique(
-        [*memory_slice.user_facts, *memory_slice.relevant_facts, *memory_slice.relevant_messages]
-    )
-    usage = _Usage()
-
-    async def ask(turns: list[dict[str, Any]]) -> tuple[str, ModelReply]:
-        done = await chat.completion(turns, temperature=temperature, max_tokens=max_tokens)
-        usage.add(done)
-        return done.text, parse_reply(done.text)
-
-    raw, reply = await ask(messages)
-    lines = [reply.memory_line] if reply.memory_line else []
-    text = reply.text
-    hits: list[Hit] = []
-    if reply.lookup:
-        hits = await memory.search(
+    memory_slice = prompt.memory
+    exchange = ReplyExchange(
+        memory,
+        chat,
+        QueryScope(
             r.guild_id,
-            reply.lookup,
-            channel_id=r.channel_id if r.channel_bias else None,
-            limit=LOOKUP_LIMIT,
-            scope="facts",
-            visible_channels=visible,
-        )
-        retrieved = _unique([*retrieved, *hits])
-        lookup_turn = render_lookup(reply.lookup, hits) + "\n\n" + FOLLOW_UP_FORMAT
-        follow = [
-            *messages,
-            {"role": "assistant", "content": raw},
-            {"role": "user", "content": lookup_turn},
+            r.channel_id if r.channel_bias else None,
+            frozenset(r.visible_channels),
+            ("tool", r.consumer),
+        ),
+        temperature=temperature,
+        max_tokens=max_tokens,
+        render=render_fact,
+        support=support,
+    )
+    done = await exchange.run(prompt.messages, mode)
+    retrieved = _unique(
+        [
+            *memory_slice.user_facts,
+            *memory_slice.relevant_facts,
+            *memory_slice.relevant_messages,
+            *done.hits,
         ]
-        try:
-            # A lookup the follow-up asks for is ignored: one lookup per reply.
-            _, second = await ask(follow)
-        except LLMError:
-            if not text:
-                raise
-            log.info("the follow-up failed; the first answer stands")
-        else:
-            text = second.text or text
-            if second.memory_line and second.memory_line not in lines:
-                lines.append(second.memory_line)
-    if not text:
-        raise MalformedReply("no reply text after the memory lookup")
+    )
     stored: list[Remembered] = []
-    for line in lines[:MAX_LINES]:
+    for line in done.lines[:MAX_LINES]:
         remembered = await memory.remember_line(
             r.guild_id,
             line,
@@ -444,16 +357,18 @@ async def compose_reply(
         else:
             stored.append(remembered)
     return ReplyResult(
-        text=text,
+        text=done.text,
         retrieved=tuple(retrieved),
         stored=tuple(stored),
-        lookup_query=reply.lookup,
-        lookup_hits=len(hits),
-        window=window,
+        calls=tuple(done.calls),
+        mode=done.mode,
+        window=prompt.window,
+        prompt=tuple(done.first),
+        offered_tool=done.offered_tool,
         model=chat.model,
-        llm_calls=usage.calls,
-        prompt_tokens=usage.prompt,
-        completion_tokens=usage.completion,
+        llm_calls=done.requests,
+        prompt_tokens=done.prompt_tokens,
+        completion_tokens=done.completion_tokens,
         compose_ms=(time.perf_counter() - started) * 1000,
     )
 

@@ -43,6 +43,7 @@ from memory.models import (
     SearchScope,
     StoredMessage,
 )
+from memory.retrieval.filters import FactFilter, consumer_filter
 from memory.roles.admin import AdminOps, SearchStats
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
@@ -372,13 +373,25 @@ class Memory:
         visible_channels: set[str] | None = None,
         gate: bool = True,
         as_of: datetime | None = None,
+        consumer: str | Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        subjects: Sequence[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
     ) -> list[Hit]:
         """Hybrid search. ``visible_channels`` hides facts and messages of channels the
         asker cannot read (None: no restriction); ``gate=False`` returns every candidate
         best first (benchmarks) instead of only those that pass the relevance gate;
         ``as_of`` returns the facts valid at that time and no message created after
-        it (None: the current facts)."""
+        it (None: the current facts).
+
+        Facts are limited to the memory types ``consumer`` may see (a name such as
+        "api", or several: the types all of them allow; None: facts, lore and
+        episodes); ``types`` narrows that further and a type outside it raises
+        ``TypeNotAllowed``. ``subjects`` (member ids, ``__lore__``) and
+        ``after``/``before`` (observation time) filter facts before ranking."""
         started = time.perf_counter()
+        only = await self.fact_filter(guild_id, consumer, types, after=after, before=before)
         result: list[Hit] = await self.retriever.search(
             guild_id,
             query,
@@ -388,9 +401,25 @@ class Memory:
             visible_channels=visible_channels,
             gate=gate,
             as_of=as_of,
+            only=only,
+            subjects=list(subjects) if subjects else None,
         )
         self._search_stats.count(started)
         return result
+
+    async def fact_filter(
+        self,
+        guild_id: str,
+        consumer: str | Sequence[str] | None,
+        types: Sequence[str] | None = None,
+        *,
+        after: datetime | None = None,
+        before: datetime | None = None,
+    ) -> FactFilter:
+        """What ``consumer`` may see of the guild's facts (its allowlists are
+        guild settings); ``TypeNotAllowed`` when ``types`` asks for more."""
+        settings = await self.guilds.settings(guild_id) if consumer else None
+        return consumer_filter(settings, consumer, types, after=after, before=before)
 
     async def warm_up(self, guild_id: str) -> None:
         """Load the guild's vectors now, so the first search is not a cold start."""
@@ -406,10 +435,12 @@ class Memory:
         visible_channels: set[str] | None = None,
         exclude_message_ids: Sequence[str] = (),
         as_of: datetime | None = None,
+        consumer: str | None = None,
     ) -> PromptSlice:
         """``exclude_message_ids``: e.g. the message being answered, already ingested;
-        ``as_of``: as in ``search``."""
+        ``as_of`` and ``consumer``: as in ``search``."""
         started = time.perf_counter()
+        only = await self.fact_filter(guild_id, consumer)
         result: PromptSlice = await self.retriever.build_prompt_slice(
             guild_id,
             channel_id,
@@ -418,6 +449,7 @@ class Memory:
             visible_channels=visible_channels,
             exclude_message_ids=exclude_message_ids,
             as_of=as_of,
+            only=only,
         )
         self._search_stats.count(started)
         return result

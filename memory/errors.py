@@ -7,7 +7,8 @@ GuildloreError
 ├── ExtractionError      an extractor's transport or parse failure
 ├── EmbeddingError       an embedding provider failure
 ├── LLMError             chat-model transport or parse failure
-│   └── MalformedReply   the model answered, but with nothing usable
+│   ├── MalformedReply   the model answered, but with nothing usable
+│   └── ToolsRejected    the endpoint refused a request because it offered tools
 ├── ImportFormatError    an export file that cannot be read (with position)
 │   └── NotRegularFile   a FIFO, device or socket where a file was expected: skipped
 └── InvalidInput         caller passed something we refuse (clear message)
@@ -53,6 +54,11 @@ class LLMError(GuildloreError):
 
 class MalformedReply(LLMError):
     """The model answered, but with nothing usable."""
+
+
+class ToolsRejected(LLMError):
+    """The endpoint answered a request that offered tools with a client error
+    (400, 404, 422 or 501): it may not support function calling."""
 
 
 class ImportFormatError(GuildloreError):

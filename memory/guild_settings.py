@@ -9,6 +9,7 @@ from typing import Any
 
 from memory.errors import InvalidInput
 from memory.ingest.validate import ID_RE
+from memory.memory_types import DEFAULT_ALLOWLISTS, parse_types
 from memory.store import ops as store_ops
 from memory.store.db import Database
 
@@ -18,7 +19,7 @@ REPLY_MODES = ("mention", "mention_or_reply", "off")
 @dataclass(frozen=True)
 class SettingSpec:
     key: str
-    kind: str  # "bool" | "choice" | "text" | "ids"
+    kind: str  # "bool" | "choice" | "text" | "ids" | "types"
     default: Any
     help: str
     choices: tuple[str, ...] = ()
@@ -57,6 +58,30 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
         "Comma-separated names that address the bot in voice (blank: its server nickname "
         "and user name).",
     ),
+    SettingSpec(
+        "reply_memory_types",
+        "types",
+        DEFAULT_ALLOWLISTS["replies"],
+        "Memory types replies may use (facts, lore, episodes, procedures, insights).",
+    ),
+    SettingSpec(
+        "voice_memory_types",
+        "types",
+        DEFAULT_ALLOWLISTS["voice"],
+        "Memory types voice replies may use.",
+    ),
+    SettingSpec(
+        "tool_memory_types",
+        "types",
+        DEFAULT_ALLOWLISTS["tool"],
+        "Memory types the model's memory_query tool may return (within the reply's own list).",
+    ),
+    SettingSpec(
+        "api_memory_types",
+        "types",
+        DEFAULT_ALLOWLISTS["api"],
+        "Memory types the dashboard's public search API may return.",
+    ),
 )
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
 
@@ -71,6 +96,22 @@ class GuildSettings:
     ingest_bots: bool = True
     voice_replies: bool = False
     voice_wake_words: tuple[str, ...] = ()
+    reply_memory_types: frozenset[str] = DEFAULT_ALLOWLISTS["replies"]
+    voice_memory_types: frozenset[str] = DEFAULT_ALLOWLISTS["voice"]
+    tool_memory_types: frozenset[str] = DEFAULT_ALLOWLISTS["tool"]
+    api_memory_types: frozenset[str] = DEFAULT_ALLOWLISTS["api"]
+
+    def allowed_types(self, consumer: str) -> frozenset[str]:
+        """The memory types ``consumer`` (replies, voice, tool, api) may see."""
+        lists = {
+            "replies": self.reply_memory_types,
+            "voice": self.voice_memory_types,
+            "tool": self.tool_memory_types,
+            "api": self.api_memory_types,
+        }
+        if consumer not in lists:
+            raise InvalidInput(f"unknown memory consumer {consumer!r}")
+        return lists[consumer]
 
 
 def wake_words(raw: str | None) -> tuple[str, ...]:
@@ -104,6 +145,12 @@ def parse_guild_setting(key: str, raw: str | None) -> str | None:
         if bad:
             raise InvalidInput(f"{key}: not channel ids: {', '.join(b[:30] for b in bad[:3])}")
         return ",".join(sorted(set(ids)))
+    if spec.kind == "types":
+        # "none" is an empty list: the consumer gets no facts of any type.
+        if value.lower() == "none":
+            return "none"
+        chosen = parse_types(value.replace("\n", ",").split(","))
+        return ",".join(sorted(chosen)) if chosen else "none"
     if len(value) > 120:
         raise InvalidInput(f"{key} is too long")
     if key == "voice_wake_words":
@@ -119,6 +166,18 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
         v = stored.get(key)
         return default if v is None else v == "true"
 
+    def types(key: str, consumer: str) -> frozenset[str]:
+        v = stored.get(key)
+        if v is None:
+            return DEFAULT_ALLOWLISTS[consumer]
+        if v == "none":
+            return frozenset()
+        try:
+            return parse_types(v.split(","))
+        except InvalidInput:
+            # Written by a newer or older version: the safe reading is the default.
+            return DEFAULT_ALLOWLISTS[consumer]
+
     mode = stored.get("reply_mode", "mention_or_reply")
     return GuildSettings(
         memory_enabled=flag("memory_enabled", True),
@@ -131,6 +190,10 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
         ingest_bots=flag("ingest_bots", True),
         voice_replies=flag("voice_replies", False),
         voice_wake_words=wake_words(stored.get("voice_wake_words")),
+        reply_memory_types=types("reply_memory_types", "replies"),
+        voice_memory_types=types("voice_memory_types", "voice"),
+        tool_memory_types=types("tool_memory_types", "tool"),
+        api_memory_types=types("api_memory_types", "api"),
     )
 
 

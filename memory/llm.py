@@ -21,7 +21,7 @@ from typing import Any
 import openai
 
 from memory.config import LLMConfig
-from memory.errors import ConfigError, GuildloreError, LLMError
+from memory.errors import ConfigError, GuildloreError, LLMError, ToolsRejected
 
 log = logging.getLogger(__name__)
 
@@ -93,14 +93,56 @@ def _response_format_unsupported(exc: openai.APIStatusError) -> bool:
     return exc.status_code in (400, 422) and "response_format" in str(exc.message).lower()
 
 
+# Client errors an endpoint without function calling answers a request with tools.
+_TOOLS_REJECTED_STATUS = (400, 404, 422, 501)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A function call the model asked for: its id, name and JSON arguments (as sent)."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def as_message_part(self) -> dict[str, Any]:
+        """The call as it goes back in the assistant turn of the next request."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
 @dataclass(frozen=True)
 class Completion:
     """A chat completion's text and the token counts the endpoint reported
-    (None where it reported none, as some local servers do)."""
+    (None where it reported none, as some local servers do), and the tool
+    calls it asked for (then ``text`` may be empty)."""
 
     text: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
+    out: list[ToolCall] = []
+    for i, call in enumerate(getattr(message, "tool_calls", None) or ()):
+        fn = getattr(call, "function", None)
+        name = getattr(fn, "name", None)
+        if not isinstance(name, str) or not name:
+            continue
+        args = getattr(fn, "arguments", None)
+        ident = getattr(call, "id", None)
+        out.append(
+            ToolCall(
+                ident if isinstance(ident, str) and ident else f"call_{i}",
+                name,
+                args if isinstance(args, str) else "{}",
+            )
+        )
+    return tuple(out)
 
 
 def _usage_count(usage: Any, name: str) -> int | None:
@@ -118,12 +160,17 @@ async def chat_completion(
     timeout_s: float | None = None,
     max_tokens: int | None = None,
     error: type[GuildloreError] = LLMError,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: str | None = None,
 ) -> Completion:
-    """One chat completion: the reply text and the token counts the endpoint
-    reported; raises ``error`` with the cause.
+    """One chat completion: the reply text, the token counts the endpoint
+    reported and the tool calls the model asked for; raises ``error`` with
+    the cause.
 
     If the server rejects ``response_format`` it is retried once without it
-    (the prompts ask for JSON anyway and the parser is tolerant).
+    (the prompts ask for JSON anyway and the parser is tolerant). A client
+    error to a request that offers ``tools`` raises ``ToolsRejected``: the
+    caller knows whether the model has handled tools before.
     """
     kwargs: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature}
     if timeout_s is not None:
@@ -132,6 +179,10 @@ async def chat_completion(
         kwargs["max_tokens"] = max_tokens
     if response_format is not None:
         kwargs["response_format"] = response_format
+    if tools:
+        kwargs["tools"] = tools
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
     started = time.monotonic()
     try:
         try:
@@ -142,6 +193,12 @@ async def chat_completion(
             log.info("model %s rejected response_format; retrying without it", model)
             kwargs.pop("response_format")
             completion = await client.chat.completions.create(**kwargs)
+    except openai.APIStatusError as exc:
+        if tools and exc.status_code in _TOOLS_REJECTED_STATUS:
+            raise ToolsRejected(
+                f"chat completion with tools failed ({model}): {_describe(exc)}"
+            ) from exc
+        raise error(f"chat completion failed ({model}): {_describe(exc)}") from exc
     except (openai.OpenAIError, ValueError) as exc:
         # ValueError: a 200 whose body is not JSON surfaces as JSONDecodeError.
         raise error(f"chat completion failed ({model}): {_describe(exc)}") from exc
@@ -151,6 +208,9 @@ async def chat_completion(
         raise error(f"chat completion from {model} has no choices")
     message = choices[0].message
     content = getattr(message, "content", None)
+    calls = _tool_calls(message) if tools else ()
+    if calls and not isinstance(content, str):
+        content = ""
     if not isinstance(content, str):
         refusal = getattr(message, "refusal", None)
         reason = f"refused: {refusal}" if refusal else "no text content"
@@ -158,7 +218,10 @@ async def chat_completion(
     log.debug("chat completion %s: %d chars in %.3fs", model, len(content), elapsed)
     usage = getattr(completion, "usage", None)
     return Completion(
-        content, _usage_count(usage, "prompt_tokens"), _usage_count(usage, "completion_tokens")
+        content,
+        _usage_count(usage, "prompt_tokens"),
+        _usage_count(usage, "completion_tokens"),
+        calls,
     )
 
 
@@ -200,8 +263,11 @@ class ChatModel:
         json_mode: bool = True,
         temperature: float = 0.7,
         max_tokens: int | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> Completion:
-        """The model's reply with its token counts; raises ``LLMError`` on any transport failure.
+        """The model's reply with its token counts (and tool calls when ``tools``
+        were offered); raises ``LLMError`` on any transport failure.
 
         With ``json_mode`` the request asks for a JSON object. OpenAI refuses
         JSON mode unless the word "JSON" appears in the messages, so a short
@@ -221,6 +287,8 @@ class ChatModel:
             response_format=response_format,
             timeout_s=self.timeout_s,
             max_tokens=max_tokens,
+            tools=tools,
+            tool_choice=tool_choice,
         )
 
     async def complete_json(

@@ -226,6 +226,11 @@ class Trace:
     score: float | None
     score_parts: dict[str, Any] | None
     created_at: str
+    # facts, lore, episodes, procedures, insights (memory.memory_types), or
+    # messages; and where it came from: extractor, lore, operator, member,
+    # import, voice. None on traces written before these were recorded.
+    memory_type: str | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,15 @@ replies (FIFO) → ``chat_handler`` → default.
 Every request is recorded *before* any fault is applied, so tests can count
 attempts (e.g. client retries).
 
+A scripted chat answer may also be ``ToolCalls`` (an assistant message
+asking for function calls). It is answered as a call only when the request
+offers ``tools`` and does not set ``tool_choice: "none"``; otherwise, like a
+real model that cannot call, its ``content`` (or the default reply) is the
+text. ``reject_tools = True`` answers every request that offers ``tools``
+with a 400, like an endpoint without function calling. Requests are checked
+the way OpenAI checks them: every ``tool`` message must answer a call of the
+assistant turn before it, and every call must be answered.
+
 Default chat reply: ``{"facts": []}`` (or ``{"results": []}`` for a batch
 schema) when the system prompt mentions facts, otherwise the bot reply shape
 ``{"text": "ok", "memoryLine": null, "memoryLookupQuery": null}``.
@@ -36,6 +45,7 @@ Run it as a separate process (benchmarks, CLI tests)::
 
     python -m tests.fakeopenai --port 8011 --latency 0.05 --script script.json
     python -m tests.fakeopenai --echo-facts --fault-rate 0.3 --fault-seed 7
+    python -m tests.fakeopenai --reject-tools   # an endpoint without function calling
 
 The script file is ``{"chat": [...], "transcriptions": [...]}``; each entry
 is a reply string or a fault object such as ``{"fault": "status", "code": 429}``,
@@ -131,6 +141,19 @@ class Fault:
         raise ValueError(f"unknown fault {obj!r}")
 
 
+@dataclass(frozen=True)
+class ToolCalls:
+    """A scripted assistant turn that calls functions: ``(name, arguments)``
+    pairs (arguments as a dict, or a raw string sent as is), and an optional text."""
+
+    calls: tuple[tuple[str, dict[str, Any] | str], ...]
+    content: str | None = None
+
+    @staticmethod
+    def one(name: str, arguments: dict[str, Any] | str, content: str | None = None) -> ToolCalls:
+        return ToolCalls(((name, arguments),), content)
+
+
 @dataclass
 class RecordedRequest:
     endpoint: str
@@ -138,7 +161,9 @@ class RecordedRequest:
     headers: dict[str, str]
 
 
-ChatHandler = Callable[[dict[str, Any]], "str | Fault | Awaitable[str | Fault]"]
+ChatHandler = Callable[
+    [dict[str, Any]], "str | Fault | ToolCalls | Awaitable[str | Fault | ToolCalls]"
+]
 TranscriptionHandler = Callable[[bytes, dict[str, Any]], "str | Fault | Awaitable[str | Fault]"]
 
 
@@ -287,6 +312,36 @@ def _validate_response_format(body: dict[str, Any]) -> str | None:
     return None
 
 
+def _validate_tool_turns(body: dict[str, Any]) -> str | None:
+    """The 400 message OpenAI would give for badly paired tool calls, else None."""
+    open_ids: set[str] = set()
+    for m in body.get("messages") or []:
+        if not isinstance(m, dict):
+            continue
+        role = m.get("role")
+        if role == "tool":
+            ident = m.get("tool_call_id")
+            if ident not in open_ids:
+                return (
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    f"preceeding message with 'tool_calls' (tool_call_id {ident!r})."
+                )
+            open_ids.discard(ident)
+            continue
+        if open_ids:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                f"responding to each 'tool_call_id'. Missing: {sorted(open_ids)}"
+            )
+        if role == "assistant":
+            for call in m.get("tool_calls") or []:
+                if isinstance(call, dict) and isinstance(call.get("id"), str):
+                    open_ids.add(call["id"])
+    if open_ids:
+        return f"tool calls without a response: {sorted(open_ids)}"
+    return None
+
+
 def _format_transcription(text: str, fields: dict[str, Any], fmt: str) -> web.Response:
     if fmt == "text":
         return web.Response(text=text, content_type="text/plain")
@@ -331,6 +386,8 @@ class FakeOpenAI:
     chat_handler: ChatHandler | None = None
     transcription_handler: TranscriptionHandler | None = None
     embedding_mode: Literal["tokens", "text"] = "tokens"
+    # Answer every request that offers ``tools`` with a 400 (no function calling).
+    reject_tools: bool = False
     # Chat only: the share of requests answered with one of ``random_faults``.
     fault_rate: float = 0.0
     fault_seed: int = 0
@@ -350,7 +407,7 @@ class FakeOpenAI:
     base_url: str = ""
 
     def __post_init__(self) -> None:
-        self._chat_script: deque[str | Fault] = deque()
+        self._chat_script: deque[str | Fault | ToolCalls] = deque()
         self._transcription_script: deque[str | Fault] = deque()
         self._faults: dict[str, deque[Fault]] = {e: deque() for e in ENDPOINTS}
         self._in_flight = 0
@@ -362,7 +419,7 @@ class FakeOpenAI:
 
     # -- scripting -------------------------------------------------------------
 
-    def script_chat(self, *replies: str | Fault) -> None:
+    def script_chat(self, *replies: str | Fault | ToolCalls) -> None:
         self._chat_script.extend(replies)
 
     def script_transcription(self, *texts: str | Fault) -> None:
@@ -524,10 +581,12 @@ class FakeOpenAI:
                 return _json_error(400, "'model' and 'messages' are required")
             if body.get("stream"):
                 return _json_error(400, "the fake server does not stream")
-            problem = _validate_response_format(body)
+            if body.get("tools") and self.reject_tools:
+                return _json_error(400, "tools is not supported by this server")
+            problem = _validate_response_format(body) or _validate_tool_turns(body)
             if problem:
                 return _json_error(400, problem)
-            reply: str | Fault
+            reply: str | Fault | ToolCalls
             if self._chat_script:
                 reply = self._chat_script.popleft()
             elif self.chat_handler is not None:
@@ -538,6 +597,10 @@ class FakeOpenAI:
             if isinstance(reply, Fault):
                 return await self._apply_fault(reply)
             prompt_tokens = sum(len(_message_text(m).split()) for m in body["messages"])
+            if isinstance(reply, ToolCalls):
+                if body.get("tools") and body.get("tool_choice") != "none":
+                    return self._tool_completion(body["model"], reply, prompt_tokens)
+                reply = reply.content or default_chat_reply(body)
             return self._completion(body["model"], reply, prompt_tokens)
         finally:
             self._in_flight -= 1
@@ -556,6 +619,47 @@ class FakeOpenAI:
                         "index": 0,
                         "message": {"role": "assistant", "content": reply, "refusal": None},
                         "finish_reason": "stop",
+                        "logprobs": None,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            }
+        )
+
+    def _tool_completion(self, model: str, reply: ToolCalls, prompt_tokens: int) -> web.Response:
+        calls = [
+            {
+                "id": self._next_id("call"),
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "arguments": args if isinstance(args, str) else json.dumps(args),
+                },
+            }
+            for name, args in reply.calls
+        ]
+        completion_tokens = sum(len(c["function"]["arguments"].split()) for c in calls)
+        return web.json_response(
+            {
+                "id": self._next_id("chatcmpl"),
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "system_fingerprint": "fp_fake",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {
+                            "role": "assistant",
+                            "content": reply.content,
+                            "refusal": None,
+                            "tool_calls": calls,
+                        },
+                        "finish_reason": "tool_calls",
                         "logprobs": None,
                     }
                 ],
@@ -728,6 +832,7 @@ async def _serve(args: argparse.Namespace) -> None:
         latency_s=args.latency,
         fault_rate=args.fault_rate,
         fault_seed=args.fault_seed,
+        reject_tools=args.reject_tools,
     )
     fake.random_faults = tuple(
         replace(f, seconds=args.fault_timeout) if f.kind == "timeout" else f
@@ -759,6 +864,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault generator")
     parser.add_argument(
         "--fault-timeout", type=float, default=30.0, help="seconds a timeout fault sleeps"
+    )
+    parser.add_argument(
+        "--reject-tools",
+        action="store_true",
+        help="answer requests that offer tools with a 400 (no function calling)",
     )
     args = parser.parse_args(argv)
     try:

@@ -178,7 +178,7 @@ async def test_each_reply_writes_a_reply_action_log_row(harness: Harness) -> Non
     assert d["stored"] == [{"fact_id": stored[0].id, "event": "add"}]
     assert d["message_id"] == str(trigger.id) and d["reply_id"] == str(sent.id)
     assert d["sent"] is True and d["window_messages"] == 1
-    assert "lookup: " in row.message and "1 stored" in row.message
+    assert "1 lookup(s) via directive: " in row.message and "1 stored" in row.message
     # Erased with the member it answered.
     await h.memory.forget(gid, str(h.alice.id))
     assert await h.memory.admin.action_log(kind="reply", guild_id=gid) == []

@@ -5,6 +5,7 @@ client and the fake OpenAI server, driven with plain ``ReplyRequest`` values.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,9 +18,12 @@ from memory import (
     ReplyResult,
     compose_reply,
 )
-from memory.conversation import parse_reply, render_lookup, render_sections
+from memory.conversation import render_fact, render_sections
+from memory.conversation_tools import parse_reply
+from memory.conversation_window import estimate_tokens
 from memory.errors import MalformedReply
 from memory.llm import ChatModel
+from memory.memory_query import render_results
 from memory.models import Hit, PromptSlice, ScoreParts
 from tests.fakeopenai import FakeOpenAI, Fault
 from tests.helpers import ALICE, BOB, CHANNEL, GUILD, msg
@@ -28,7 +32,9 @@ PRIVATE = "666666666666666666"
 PERSONA = "You are guildlore, this server's friendly bot."
 
 
-def reply_json(text: str, line: str | None = None, lookup: str | None = None) -> str:
+def reply_json(
+    text: str, line: str | None = None, lookup: str | dict[str, Any] | None = None
+) -> str:
     return json.dumps({"text": text, "memoryLine": line, "memoryLookupQuery": lookup})
 
 
@@ -152,8 +158,7 @@ async def test_a_lookup_makes_exactly_one_follow_up_with_numbered_hits(
     assert await mem.settle()
     fake_openai.script_chat(
         reply_json("", lookup="hiking in the Alps"),
-        # The follow-up asks again; lookups are off there, so it is not honoured.
-        reply_json("Yes, you love hiking in the Alps [M1].", lookup="more hiking"),
+        reply_json("Yes, you love hiking in the Alps [M1]."),
     )
 
     result = await compose(mem, fake_openai, request("what do I do on weekends?"))
@@ -167,13 +172,32 @@ async def test_a_lookup_makes_exactly_one_follow_up_with_numbered_hits(
     turn = follow[-1]["content"]
     assert turn.startswith('Memory lookup results for "hiking in the Alps":\n')
     assert "[M1] Alice loves hiking in the Alps. (conf 0.62" in turn
-    assert "Lookups are now disabled" in turn
+    assert "one more lookup" in turn
     assert "ramen" not in turn  # strict search: only hits that pass
     bullets = [line for line in turn.splitlines() if line.startswith("[M")]
     assert result.lookup_query == "hiking in the Alps"
     assert result.lookup_hits == len(bullets) >= 1
     assert any(h.kind == "fact" and "hiking" in h.text for h in result.retrieved)
     assert len({(h.kind, h.id) for h in result.retrieved}) == len(result.retrieved)
+
+
+async def test_a_third_directive_lookup_is_not_run(
+    make_memory: Any, fake_openai: FakeOpenAI
+) -> None:
+    mem = await make_memory()
+    fake_openai.script_chat(
+        reply_json("", lookup="hiking"),
+        reply_json("", lookup="ramen"),
+        # The calls are used up: this lookup is ignored and the text stands.
+        reply_json("Hiking, I think.", lookup="anything else"),
+    )
+    result = await compose(mem, fake_openai, request("what do I do on weekends?"))
+    assert result.text == "Hiking, I think."
+    assert [c.query for c in result.calls] == ["hiking", "ramen"]
+    assert len(fake_openai.chat_requests()) == 3
+    assert (
+        "Lookups are now disabled" in fake_openai.chat_requests()[2].body["messages"][-1]["content"]
+    )
 
 
 async def test_a_lookup_without_match_says_so(make_memory: Any, fake_openai: FakeOpenAI) -> None:
@@ -359,9 +383,58 @@ def test_render_sections_with_provenance() -> None:
         "Relevant past messages:",
         '- (2026-11-20, #general) Bo: "see you at 8"',
     ]
-    assert (
-        render_lookup("tea", [hit("Ana loves tea.")])
-        .splitlines()[1]
-        .startswith("[M1] Ana loves tea. (conf 0.80")
+    text, shown = render_results("tea", [hit("Ana loves tea.")], 400, render_fact)
+    assert shown == 1 and text.splitlines()[1].startswith("[M1] Ana loves tea. (conf 0.80")
+    assert "no durable match" in render_results("tea", [], 400, render_fact)[0]
+
+
+def test_results_stay_within_the_token_budget() -> None:
+    hits = [hit(f"Fact number {i} " + "word " * 40) for i in range(10)]
+    text, shown = render_results("facts", hits, 200, render_fact)
+    assert 0 < shown < 10
+    assert sum(estimate_tokens(line) for line in text.splitlines()[: shown + 1]) <= 200
+    assert text.splitlines()[-1].startswith(f"({10 - shown} more left out")
+
+
+async def test_the_request_keeps_to_its_consumers_allowlist(
+    make_memory: Any, fake_openai: FakeOpenAI
+) -> None:
+    mem = await make_memory()
+    line = "the summer meetup is in Zermatt"
+    await mem.remember_line(GUILD, line, source_text=line)
+    await mem.guilds.set_setting(GUILD, "voice_memory_types", "facts")
+    fake_openai.script_chat(
+        reply_json("Zermatt."),
+        reply_json("", lookup={"query": "summer meetup", "types": ["lore"]}),
+        reply_json("I don't know."),
     )
-    assert "no durable match" in render_lookup("tea", [])
+    await compose(mem, fake_openai, request("where is the summer meetup?"))
+    assert "Memory line: the summer meetup is in Zermatt." in system_of(fake_openai, 0)
+    voice = replace(request("where is the summer meetup?"), consumer="voice")
+    result = await compose(mem, fake_openai, voice)
+    assert "Zermatt" not in system_of(fake_openai, 1)
+    (call,) = result.calls
+    assert call.error is not None and "not allowed for tool within voice" in call.error
+
+
+async def test_a_model_that_writes_the_call_as_text_gets_the_directive_from_then_on(
+    make_memory: Any, fake_openai: FakeOpenAI
+) -> None:
+    mem = await make_memory()
+    await say(mem, "I love hiking in the Alps.")
+    assert await mem.settle()
+    fake_openai.script_chat(
+        json.dumps({"name": "memory_query", "arguments": {"query": "hiking"}}),
+        reply_json("You hike [M1]."),
+        reply_json("Hello."),
+    )
+    result = await compose(mem, fake_openai, request("what do I do on weekends?"))
+    assert result.text == "You hike [M1]." and result.mode == "directive"
+    assert result.offered_tool
+    first, follow = (r.body for r in fake_openai.chat_requests())
+    assert "tools" in first and "tools" not in follow
+    assert "[M1] Alice loves hiking in the Alps." in follow["messages"][-1]["content"]
+    assert [c.via for c in result.calls] == ["directive"]
+    await compose(mem, fake_openai, request("hi"))
+    third = fake_openai.chat_requests()[2].body
+    assert "tools" not in third and "memoryLookupQuery" in third["messages"][0]["content"]

@@ -12,7 +12,14 @@ import numpy as np
 import openai
 import pytest
 
-from tests.fakeopenai import DEFAULT_DIMENSIONS, FakeOpenAI, Fault, echo_facts_reply, fake_embedding
+from tests.fakeopenai import (
+    DEFAULT_DIMENSIONS,
+    FakeOpenAI,
+    Fault,
+    ToolCalls,
+    echo_facts_reply,
+    fake_embedding,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS_SYSTEM = "Extract durable facts about the author. Reply with JSON."
@@ -297,3 +304,53 @@ async def test_separate_process_with_script(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         await proc.wait()
+
+
+TOOL: Any = {
+    "type": "function",
+    "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+async def test_scripted_tool_calls_and_their_pairing(fake_openai: FakeOpenAI) -> None:
+    client = fake_openai.client()
+    fake_openai.script_chat(ToolCalls.one("lookup", {"q": "tea"}), "done")
+    messages: Any = [{"role": "user", "content": "hi"}]
+    resp = await client.chat.completions.create(
+        model="m", messages=messages, tools=[TOOL], tool_choice="auto"
+    )
+    choice = resp.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    (call,) = choice.message.tool_calls or []
+    assert call.function.name == "lookup" and json.loads(call.function.arguments) == {"q": "tea"}
+    body = fake_openai.chat_requests()[0].body
+    assert body["tools"] == [TOOL] and body["tool_choice"] == "auto"
+    assistant = {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]}
+    # A call left unanswered, or an answer to no call, is refused as OpenAI does.
+    for bad in (
+        [*messages, assistant],
+        [*messages, {"role": "tool", "tool_call_id": "nope", "content": "x"}],
+    ):
+        with pytest.raises(openai.BadRequestError):
+            await client.chat.completions.create(model="m", messages=bad, tools=[TOOL])
+    answered = [*messages, assistant, {"role": "tool", "tool_call_id": call.id, "content": "x"}]
+    resp = await client.chat.completions.create(model="m", messages=answered, tools=[TOOL])
+    assert resp.choices[0].message.content == "done"
+
+
+async def test_tool_calls_without_tools_answer_with_text(fake_openai: FakeOpenAI) -> None:
+    client = fake_openai.client()
+    fake_openai.script_chat(
+        ToolCalls.one("lookup", "{}", content="plain"), ToolCalls.one("lookup", "{}")
+    )
+    assert await _chat(client, tools=[TOOL], tool_choice="none") == "plain"
+    assert json.loads(await _chat(client))["text"] == "ok"
+
+
+async def test_reject_tools_answers_400(fake_openai: FakeOpenAI) -> None:
+    fake_openai.reject_tools = True
+    client = fake_openai.client()
+    with pytest.raises(openai.BadRequestError, match="tools is not supported"):
+        await _chat(client, tools=[TOOL])
+    assert json.loads(await _chat(client))["text"] == "ok"
+    assert len(fake_openai.chat_requests()) == 2

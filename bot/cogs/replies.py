@@ -36,6 +36,7 @@ from memory import (
     compose_reply,
     iso,
     record_bot_reply,
+    record_reply_context,
 )
 
 log = logging.getLogger(__name__)
@@ -234,6 +235,12 @@ class Replies(commands.Cog):
             return
         latency_ms = (time.perf_counter() - started) * 1000
         await self._record(request, result, sent, latency_ms, trigger)
+        try:
+            await record_reply_context(
+                self.bot.memory, request, result, str(sent.id) if sent is not None else None
+            )
+        except Exception:
+            log.exception("could not record the context of the reply to %s", request.message_id)
         if not (result.retrieved or result.stored):
             return
         try:
@@ -281,7 +288,11 @@ class Replies(commands.Cog):
             "latency_ms": round(latency_ms, 1),
             **result.log_detail(),
         }
-        lookup = f", lookup: {result.lookup_hits} hits" if result.lookup_query else ""
+        lookup = (
+            f", {len(result.calls)} lookup(s) via {result.mode}: {result.lookup_hits} hits"
+            if result.calls
+            else ""
+        )
         try:
             await mem.admin.log_action(
                 "reply",

@@ -12,6 +12,7 @@ from typing import Any
 
 from memory.models import Fact, Hit, ScoreParts
 from memory.retrieval.context import Mode, QueryVector, SearchContext
+from memory.retrieval.filters import FactFilter
 from memory.retrieval.hits import age_days, fact_hit
 from memory.retrieval.query import QueryPlan
 from memory.retrieval.scoring import (
@@ -68,8 +69,10 @@ class FactSearch:
         mode: Mode,
         visible: set[str] | None,
         as_of: str | None = None,
+        only: FactFilter | None = None,
     ) -> list[Hit]:
-        """``as_of``: only facts valid at that time (ISO text); None: current facts."""
+        """``as_of``: only facts valid at that time (ISO text); None: current facts.
+        ``only``: the types and observation times allowed (None: all)."""
         ctx = self.ctx
         started = time.perf_counter()
         # A member's own facts are few: their stored vectors are read as they are.
@@ -84,6 +87,8 @@ class FactSearch:
                 cands, _ = await ctx.db.read(gather, guild_id, plan, vs, subjects, upper, as_of)
         if visible is not None:
             cands = [c for c in cands if c.fact.channel_id is None or c.fact.channel_id in visible]
+        if only is not None:
+            cands = [c for c in cands if only.keep(c.fact)]
         scored = self._score(plan, cands, channel_id, qv is not None)
         ranked = ctx.rank(scored, mode, limit)
         ctx.timings["facts_ms"] = (time.perf_counter() - started) * 1000

@@ -38,6 +38,7 @@ from memory.embed.service import EmbeddingService
 from memory.models import LORE_SUBJECT, Hit, PromptSlice, SearchScope
 from memory.retrieval.context import Mode, RetrievalTuning, SearchContext
 from memory.retrieval.facts import FactSearch
+from memory.retrieval.filters import FactFilter
 from memory.retrieval.messages import MessageSearch
 from memory.retrieval.query import MAX_QUERY_CHARS, QueryPlan
 from memory.retrieval.scoring import (
@@ -48,6 +49,7 @@ from memory.retrieval.scoring import (
 )
 from memory.retrieval.vector_index import VectorIndex
 from memory.store.db import Database
+from memory.text import tokens
 
 
 class Retriever:
@@ -79,6 +81,19 @@ class Retriever:
         """How a query is read: named members, dates, content."""
         return await self.ctx.plan(guild_id, query)
 
+    async def members_named(self, guild_id: str, name: str) -> frozenset[str]:
+        """The ids of the guild's members whose display name is ``name`` (whole,
+        else its first word), or ``name`` itself when it is a member's id."""
+        names = await self.ctx.member_names(guild_id)
+        if name in names.ids:
+            return frozenset({name})
+        toks = tuple(tokens(name))
+        if not toks:
+            return frozenset()
+        return names.full.get(toks[:4]) or (
+            names.first.get(toks[0], frozenset()) if len(toks) == 1 else frozenset()
+        )
+
     async def warm(self, guild_id: str) -> None:
         """Load the guild's vector matrices now (benchmarks; otherwise lazy)."""
         model = self.ctx.embeddings.model_for_guild(guild_id)
@@ -102,6 +117,8 @@ class Retriever:
         visible_channels: set[str] | None = None,
         gate: bool = True,
         as_of: datetime | None = None,
+        only: FactFilter | None = None,
+        subjects: list[str] | None = None,
     ) -> list[Hit]:
         """Hits best first, at most ``limit`` (clamped to 1..search_limit_max).
 
@@ -111,7 +128,9 @@ class Retriever:
         (each hit's ``parts.passed`` still tells) — what a retrieval benchmark
         measures, since the gate is a precision choice made after ranking.
         ``as_of``: the facts valid at that time and no message created after
-        it (None: current facts, every message).
+        it (None: current facts, every message). ``only`` filters facts
+        (types, observation times) and ``subjects`` restricts them to those
+        subjects, both before ranking.
         """
         ctx = self.ctx
         started = time.perf_counter()
@@ -127,7 +146,16 @@ class Retriever:
         if scope in ("facts", "all"):
             hits.extend(
                 await self.facts.hits(
-                    guild_id, plan, qv, channel_id, None, limit, mode, visible_channels, at
+                    guild_id,
+                    plan,
+                    qv,
+                    channel_id,
+                    subjects,
+                    limit,
+                    mode,
+                    visible_channels,
+                    at,
+                    only,
                 )
             )
         if scope in ("messages", "all"):
@@ -150,6 +178,7 @@ class Retriever:
         visible_channels: set[str] | None = None,
         exclude_message_ids: Sequence[str] = (),
         as_of: datetime | None = None,
+        only: FactFilter | None = None,
     ) -> PromptSlice:
         ctx = self.ctx
         at = None if as_of is None else iso(as_of)
@@ -167,6 +196,7 @@ class Retriever:
             "fallback",
             visible_channels,
             at,
+            only,
         )
         relevant = await self.facts.hits(
             guild_id,
@@ -178,6 +208,7 @@ class Retriever:
             "fallback",
             visible_channels,
             at,
+            only,
         )
         messages: list[Hit] = []
         if query.strip():

@@ -1,4 +1,5 @@
-"""``Memory.traces``: which facts a reply retrieved, stored or updated (MemoryTrace rows)."""
+"""``Memory.traces``: which facts a reply retrieved, stored or updated (MemoryTrace rows),
+each with its memory type and source, and the whole context a reply's model saw."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.clock import Clock, iso
+from memory.memory_types import memory_type_of
 from memory.models import Fact, Hit, Trace
 from memory.store import ops as store_ops
+from memory.store import reply_context as store_context
 from memory.store.db import Database
 
 
@@ -44,6 +47,7 @@ class TraceOps:
                     "content": h.text,
                     "score": h.score,
                     "score_parts": {**h.parts.as_dict(), "kind": h.kind, "ref": h.id},
+                    "memory_type": memory_type_of(h.fact_type) if h.kind == "fact" else "messages",
                 }
             )
         for fact, event in stored:
@@ -58,6 +62,7 @@ class TraceOps:
                     "content": fact.fact,
                     "score": None,
                     "score_parts": None,
+                    "memory_type": memory_type_of(fact.fact_type),
                 }
             )
         if not rows:
@@ -65,6 +70,14 @@ class TraceOps:
         now = iso(self._clock())
 
         def work(con: Any) -> int:
+            fact_ids = [int(r["fact_id"]) for r in rows if r["fact_id"] is not None]
+            message_ids = [h.id for h in retrieved if h.kind == "message"]
+            facts, messages = store_ops.trace_sources(con, guild_id, fact_ids, message_ids)
+            for r in rows:
+                if r["fact_id"] is not None:
+                    r["source"] = facts.get(int(r["fact_id"]))
+                else:
+                    r["source"] = messages.get(str(r["score_parts"]["ref"]))
             n = store_ops.add_traces(con, rows, now)
             store_ops.log_action(
                 con,
@@ -77,6 +90,41 @@ class TraceOps:
             return n
 
         return int(await self._db.write(work))
+
+    async def record_context(
+        self,
+        guild_id: str,
+        channel_id: str | None,
+        message_id: str,
+        reply_id: str | None,
+        context: dict[str, Any],
+        refs: Sequence[str],
+    ) -> int:
+        """Keep what a reply's model saw (bounded JSON); ``refs`` name the messages
+        (``m:<id>``), facts (``f:<id>``) and members (``u:<id>``) it holds, whose
+        erasure erases it. A guild keeps its newest contexts only."""
+        now = iso(self._clock())
+        return int(
+            await self._db.write(
+                lambda con: store_context.add_context(
+                    con,
+                    guild_id=guild_id,
+                    channel_id=channel_id,
+                    message_id=message_id,
+                    reply_id=reply_id,
+                    context=context,
+                    refs=refs,
+                    now=now,
+                )
+            )
+        )
+
+    async def context(self, guild_id: str, message_id: str) -> dict[str, Any] | None:
+        """What the model saw for the reply to ``message_id`` (or reply ``message_id``)."""
+        found: dict[str, Any] | None = await self._db.read(
+            store_context.context_for_message, guild_id, message_id
+        )
+        return found
 
     async def for_message(self, guild_id: str, message_id: str) -> list[Trace]:
         return list(await self._db.read(store_ops.traces_for_message, guild_id, message_id))

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from memory.models import LORE_SUBJECT, Fact, HistoryEntry
 from memory.store.fact_time import message_time, observe
 from memory.store.messages import erase_messages
+from memory.store.reply_context import erase_refs, fact_refs
 from memory.store.sql import chunks, marks, prefixed
 from memory.store.vectors import (
     delete_fact_vectors_index,
@@ -342,6 +343,7 @@ def delete_fact(con: Any, guild_id: str, fact_id: int, actor: str, now: str) -> 
         return False
     delete_fact_vectors_index(con, [fact_id])
     con.execute("DELETE FROM memory_traces WHERE guild_id = ? AND fact_id = ?", (guild_id, fact_id))
+    erase_refs(con, guild_id, fact_refs([fact_id]))
     con.execute("DELETE FROM memory_facts WHERE id = ?", (fact_id,))
     # The audit trail keeps that a delete happened, not what was deleted.
     con.execute(
@@ -448,6 +450,7 @@ def forget_user(con: Any, guild_id: str, user_id: str, actor: str, now: str) -> 
         ).rowcount
         con.execute(f"DELETE FROM fact_history WHERE fact_id IN ({held})", chunk)
         con.execute(f"DELETE FROM memory_facts WHERE id IN ({held})", chunk)
+    erase_refs(con, guild_id, [*fact_refs(fact_ids), f"u:{user_id}"])
     traces += erase_messages(con, guild_id, msg_ids, [int(r["seq"]) for r in msg_rows])
     forget_replies_to(con, guild_id, user_id)
     con.execute("DELETE FROM action_log WHERE guild_id = ? AND subject = ?", (guild_id, user_id))

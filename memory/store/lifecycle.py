@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from memory.store.facts import add_history
 from memory.store.messages import erase_messages
+from memory.store.reply_context import erase_refs, fact_refs
 from memory.store.sql import chunks, marks
 from memory.store.vectors import delete_fact_vectors_index, delete_message_vectors_index
 
@@ -95,6 +96,7 @@ def retract_facts(con: Any, guild_id: str, fact_ids: Sequence[int], actor: str, 
             f"DELETE FROM memory_traces WHERE guild_id = ? AND fact_id IN ({held})",
             [guild_id, *chunk],
         ).rowcount
+        erase_refs(con, guild_id, fact_refs(chunk))
         # The event trail stays; the words the source took back do not.
         con.execute(
             f"UPDATE fact_history SET old_text = NULL, new_text = NULL, reason = NULL "

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.models import FailedMessage, IncomingMessage, StoredMessage
+from memory.store.reply_context import erase_refs, message_refs
 from memory.store.sql import chunks, marks, prefixed, rows_in
 from memory.store.vectors import delete_message_vectors_index
 
@@ -345,4 +346,5 @@ def erase_messages(con: Any, guild_id: str, ids: Sequence[str], seqs: Sequence[i
         con.execute(
             f"DELETE FROM messages WHERE guild_id = ? AND id IN ({held})", [guild_id, *chunk]
         )
+        erase_refs(con, guild_id, message_refs(chunk))
     return traces

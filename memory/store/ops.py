@@ -7,13 +7,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.models import ActionLogEntry, Trace
+from memory.store.sql import chunks, marks
 from memory.store.vectors import vector_counts
 
 
 def add_traces(con: Any, rows: Sequence[dict[str, Any]], now: str) -> int:
     con.executemany(
         "INSERT INTO memory_traces (guild_id, channel_id, message_id, reply_id, fact_id, action, "
-        "content, score, score_parts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "content, score, score_parts, memory_type, source, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 r["guild_id"],
@@ -25,6 +27,8 @@ def add_traces(con: Any, rows: Sequence[dict[str, Any]], now: str) -> int:
                 (r.get("content") or "")[:300],
                 r.get("score"),
                 json.dumps(r["score_parts"]) if r.get("score_parts") is not None else None,
+                r.get("memory_type"),
+                r.get("source"),
                 now,
             )
             for r in rows
@@ -45,12 +49,53 @@ def _row_to_trace(r: Any) -> Trace:
         score=r["score"],
         score_parts=json.loads(r["score_parts"]) if r["score_parts"] else None,
         created_at=r["created_at"],
+        memory_type=r["memory_type"],
+        source=r["source"],
     )
 
 
 _TRACE_COLS = (
-    "id, guild_id, channel_id, message_id, fact_id, action, content, score, score_parts, created_at"
+    "id, guild_id, channel_id, message_id, fact_id, action, content, score, score_parts, "
+    "memory_type, source, created_at"
 )
+
+
+def _fact_source(fact_type: str, actor: str | None, message_source: str | None) -> str:
+    if actor is not None and actor.startswith("operator"):
+        return "operator"
+    if fact_type == "lore":
+        return "member" if actor is not None and actor.startswith("user:") else "lore"
+    if message_source in ("voice", "import"):
+        return message_source
+    return "extractor"
+
+
+def trace_sources(
+    con: Any, guild_id: str, fact_ids: Sequence[int], message_ids: Sequence[str]
+) -> tuple[dict[int, str], dict[str, str]]:
+    """Where each fact came from (extractor, lore, operator, member, import,
+    voice: its first history row's actor, else its source message's kind),
+    and each message's kind as a source (member, import, voice)."""
+    facts: dict[int, str] = {}
+    for ids in chunks(list(fact_ids)):
+        rows = con.execute(
+            "SELECT f.id, f.fact_type, m.source AS message_source, "
+            " (SELECT h.actor FROM fact_history h WHERE h.fact_id = f.id ORDER BY h.id LIMIT 1)"
+            "   AS actor "
+            "FROM memory_facts f LEFT JOIN messages m ON m.id = f.source_message_id "
+            f"WHERE f.guild_id = ? AND f.id IN ({marks(len(ids))})",
+            [guild_id, *ids],
+        ).fetchall()
+        for r in rows:
+            facts[int(r["id"])] = _fact_source(r["fact_type"], r["actor"], r["message_source"])
+    messages: dict[str, str] = {}
+    for chunk in chunks(list(message_ids)):
+        for r in con.execute(
+            f"SELECT id, source FROM messages WHERE guild_id = ? AND id IN ({marks(len(chunk))})",
+            [guild_id, *chunk],
+        ):
+            messages[r["id"]] = "member" if r["source"] == "text" else r["source"]
+    return facts, messages
 
 
 def traces_for_message(con: Any, guild_id: str, message_id: str) -> list[Trace]:
