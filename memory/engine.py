@@ -52,10 +52,11 @@ from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
 from memory.snapshot_file import SNAPSHOT_NAME, SnapshotFile
 from memory.store import facts as store
+from memory.store import lifecycle_events as store_events
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
-from memory.store.erase import compact_erased
+from memory.store.erase import ErasureCompactor
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class Memory:
             self.db, self.journal, config.snapshot, config.journal_dir / SNAPSHOT_NAME, clock
         )
         self.snapshot = SnapshotRefresher(self._snapshot_file.write, config.snapshot.debounce_s)
+        self.compactor = ErasureCompactor(self.db, config.compaction_delay_s)
         self.pipeline = BatchProcessor(
             db=self.db,
             journal=self.journal,
@@ -123,6 +125,7 @@ class Memory:
             journal=self.journal,
             queue=self.queue,
             snapshot=self.snapshot,
+            compactor=self.compactor,
             cfg=config.ingest,
             clock=clock,
             ingesting=lambda: self._ingesting,
@@ -175,6 +178,9 @@ class Memory:
             raise
         self._started, self._ingesting = True, ingest
         if ingest:
+            # Deletes and edits received before a crash first: a message
+            # deleted then must not be queued again by the replay below.
+            await self.lifecycle.replay()
             self.queue.start()
             self.embeddings.start()
             self.inbox.start(self.queue)
@@ -193,6 +199,10 @@ class Memory:
         if self._ingesting:
             with contextlib.suppress(Exception):
                 await self._snapshot_file.write()
+        try:
+            await self.compactor.flush()
+        except Exception:
+            log.exception("the rewrite after an erase failed at shutdown")
         await self.db.close()
         self._started = False
 
@@ -253,9 +263,12 @@ class Memory:
         return await self.queue.drain(timeout)
 
     async def settle(self, timeout: float = 30.0) -> bool:
-        """Drain the queue and wait for the embeddings it caused (tests, import, demo)."""
+        """Drain the queue, wait for the embeddings it caused and run a pending
+        rewrite after an erase (tests, import, demo)."""
         ok = await self.queue.drain(timeout)
-        return await self.embeddings.settle(timeout) and ok
+        ok = await self.embeddings.settle(timeout) and ok
+        await self.compactor.flush()
+        return ok
 
     async def get_message(self, guild_id: str, message_id: str) -> StoredMessage | None:
         """An ingested message with its processing status, or None."""
@@ -329,13 +342,16 @@ class Memory:
         now = iso(self.clock())
         # Anything of theirs still queued must not be processed after the erase.
         await self.queue.drain(self.config.ingest.drain_timeout_s)
+        # Owed before the erase: a crash after it still rewrites the file at
+        # the next start.
+        await self.db.write(store_events.owe_compaction, now)
         counts = await self.db.write(store.forget_user, guild_id, user_id, actor, now)
         self.embeddings.forget_queries()
         lines = await asyncio.to_thread(self.journal.redact_user, guild_id, user_id)
         await self.refresh_snapshot()
         # The erase freed their rows; the rewrite also drops the stale copies
         # of them that earlier page rebuilds and the WAL still hold.
-        compaction = await compact_erased(self.db)
+        compaction = await self.compactor.run_now()
         log.info(
             "forget: database rewritten (%d pages) in %.2f s", compaction.pages, compaction.seconds
         )
