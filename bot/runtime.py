@@ -30,11 +30,13 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import discord
 
 from bot.client import GuildloreBot, make_intents
+from bot.cogs.lifecycle import still_away
 from bot.jobs import Jobs
 from bot.settings import Settings
 from memory import Clients, IncomingMessage, Memory, build_clients, iso, system_clock
@@ -226,6 +228,7 @@ async def main(
             voice=voice.manager,
             voice_unavailable=voice.reason or "voice transcription is not configured",
         )
+        jobs.still_away = partial(still_away, bot)
         code = await _serve(bot, memory, settings, stop, fake_gateway)
     return code
 

@@ -60,6 +60,7 @@ from memory.models import (
     StoredMessage,
     Trace,
 )
+from memory.store.retention import RetentionTimer
 from memory.store.sqlite import capabilities as sqlite_capabilities
 from memory.throttle import Throttle
 
@@ -90,6 +91,7 @@ __all__ = [
     "MemoryConfig",
     "ReplyRequest",
     "ReplyResult",
+    "RetentionTimer",
     "RuleExtractor",
     "SearchScope",
     "SnapshotConfig",

@@ -3,9 +3,10 @@
 It owns the database, the ingest queue and its workers, the journal, the
 snapshot refresher and the embedding worker, and exposes ingest, retrieval,
 lore, forget, the snapshot and the journal as async methods. The operator's
-side is composed, one object per concern: ``facts``, ``traces``, ``guilds``
-and ``admin`` (memory/roles/), ``sessions`` (dashboard logins) and ``inbox``
-(the durable inbox: unfinished and failed messages).
+side is composed, one object per concern: ``facts``, ``traces``, ``guilds``,
+``admin``, ``lifecycle`` (Discord's deletes and edits) and ``retention``
+(leave policies, guild purge) (memory/roles/), ``sessions`` (dashboard
+logins) and ``inbox`` (the durable inbox: unfinished and failed messages).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from memory.roles.admin import AdminOps, SearchStats
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
+from memory.roles.retention import Retention
 from memory.roles.traces import TraceOps
 from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
@@ -129,6 +131,18 @@ class Memory:
             cfg=config.ingest,
             clock=clock,
             ingesting=lambda: self._ingesting,
+        )
+        self.retention = Retention(
+            db=self.db,
+            journal=self.journal,
+            queue=self.queue,
+            snapshot=self.snapshot,
+            compactor=self.compactor,
+            embeddings=self.embeddings,
+            settings=self.guilds.settings_cache,
+            clock=clock,
+            forget=self.forget,
+            drain_timeout_s=config.ingest.drain_timeout_s,
         )
         self._retriever: Any = None
         self._started = False

@@ -4,6 +4,7 @@ applied without restart (the bot reads them per event; the dashboard edits them)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,12 +14,17 @@ from memory.store import ops as store_ops
 from memory.store.db import Database
 
 REPLY_MODES = ("mention", "mention_or_reply", "off")
+# A retention policy: "keep", or "<action>:<N>d" (the action N days after
+# the member left / the bot was removed; 0d: at once).
+KEEP = "keep"
+RETENTION_MAX_DAYS = 3650
+_RETENTION = re.compile(r"^(?P<action>[a-z]+)\s*:\s*(?P<days>\d{1,5})\s*d?$")
 
 
 @dataclass(frozen=True)
 class SettingSpec:
     key: str
-    kind: str  # "bool" | "choice" | "text" | "ids"
+    kind: str  # "bool" | "choice" | "text" | "ids" | "retention" (choices: the action)
     default: Any
     help: str
     choices: tuple[str, ...] = ()
@@ -43,6 +49,22 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
     ),
     SettingSpec("excluded_channels", "ids", (), "Channel ids whose messages are never ingested."),
     SettingSpec("ingest_bots", "bool", True, "Ingest messages of other bots."),
+    SettingSpec(
+        "member_leave_policy",
+        "retention",
+        KEEP,
+        "When a member leaves: keep what is remembered about them, or forget:30d (erase it "
+        "30 days later unless they rejoin first).",
+        ("forget",),
+    ),
+    SettingSpec(
+        "guild_leave_policy",
+        "retention",
+        KEEP,
+        "When the bot is removed from this server: keep its memory, or purge:30d (erase all "
+        "of it 30 days later unless the bot is added back first).",
+        ("purge",),
+    ),
 )
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
 
@@ -55,6 +77,16 @@ class GuildSettings:
     embedding_model: str | None = None
     excluded_channels: frozenset[str] = frozenset()
     ingest_bots: bool = True
+    member_leave_policy: str = KEEP
+    guild_leave_policy: str = KEEP
+
+
+def retention_days(policy: str) -> tuple[str, int] | None:
+    """(action, days) of a stored policy; None for ``keep``."""
+    m = _RETENTION.match(policy.strip().lower())
+    if m is None:
+        return None
+    return m["action"], int(m["days"])
 
 
 def parse_guild_setting(key: str, raw: str | None) -> str | None:
@@ -76,6 +108,17 @@ def parse_guild_setting(key: str, raw: str | None) -> str | None:
         if value not in spec.choices:
             raise InvalidInput(f"{key} must be one of {', '.join(spec.choices)}")
         return value
+    if spec.kind == "retention":
+        low = value.lower()
+        if low == KEEP:
+            return KEEP
+        m = _RETENTION.match(low)
+        if m is None or m["action"] not in spec.choices:
+            raise InvalidInput(f"{key} must be {KEEP} or {spec.choices[0]}:<days>d, e.g. 30d")
+        days = int(m["days"])
+        if days > RETENTION_MAX_DAYS:
+            raise InvalidInput(f"{key}: at most {RETENTION_MAX_DAYS} days")
+        return f"{m['action']}:{days}d"
     if spec.kind == "ids":
         ids = [v.strip() for v in value.replace("\n", ",").split(",") if v.strip()]
         bad = [v for v in ids if not ID_RE.match(v)]
@@ -102,6 +145,8 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
             v for v in (stored.get("excluded_channels") or "").split(",") if v
         ),
         ingest_bots=flag("ingest_bots", True),
+        member_leave_policy=stored.get("member_leave_policy") or KEEP,
+        guild_leave_policy=stored.get("guild_leave_policy") or KEEP,
     )
 
 

@@ -336,6 +336,34 @@ class Journal:
                     )
         return removed
 
+    def remove_guild(self, guild_id: str) -> int:
+        """Drop every line of one guild (a purge); a daily file left with no
+        message line is deleted. Returns the number of lines removed."""
+        gid = clean_id(guild_id)
+        if not gid:
+            raise InvalidInput("remove_guild needs a guild id")
+        removed = 0
+        with self._lock:
+            for path in self.daily_files(newest_first=False):
+                original = path.read_text(encoding="utf-8", errors="replace")
+                out: list[str] = []
+                kept_lines = 0
+                for line in original.splitlines(keepends=True):
+                    m = _LINE.match(line.rstrip("\r\n"))
+                    if m is not None and m["guild_id"] == gid:
+                        removed += 1
+                        continue
+                    kept_lines += m is not None
+                    out.append(line)
+                if len(out) == len(original.splitlines()):
+                    continue
+                if kept_lines:
+                    atomic_write_bytes(path, "".join(out).encode("utf-8"))
+                else:
+                    path.unlink()
+                    _fsync_dir(path.parent)
+        return removed
+
     def rewrite_message(
         self,
         msg_time_iso: str,
