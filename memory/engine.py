@@ -4,8 +4,9 @@ It owns the database, the ingest queue and its workers, the journal, the
 snapshot refresher and the embedding worker, and exposes ingest, retrieval,
 lore, forget, the snapshot and the journal as async methods. The operator's
 side is composed, one object per concern: ``facts``, ``traces``, ``guilds``,
-``admin``, ``lifecycle`` (Discord's deletes and edits) and ``retention``
-(leave policies, guild purge) (memory/roles/), ``sessions`` (dashboard
+``admin``, ``members`` (a member's own view and corrections), ``lifecycle``
+(Discord's deletes and edits) and ``retention`` (leave policies, guild
+purge) (memory/roles/), ``sessions`` (dashboard
 logins) and ``inbox`` (the durable inbox: unfinished and failed messages).
 """
 
@@ -48,6 +49,7 @@ from memory.roles.admin import AdminOps, SearchStats
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
+from memory.roles.members import MemberData
 from memory.roles.retention import Retention
 from memory.roles.traces import TraceOps
 from memory.sessions import OperatorSessions
@@ -109,6 +111,7 @@ class Memory:
         self.rejected: dict[str, int] = {}
         self._search_stats = SearchStats()
         self.facts = FactOps(self.db, self.embeddings, self.snapshot, clock)
+        self.members = MemberData(self.db, self.facts, self.compactor, clock)
         self.traces = TraceOps(self.db, clock)
         self.admin = AdminOps(
             db=self.db,
