@@ -209,6 +209,7 @@ async def main(
             timezone=settings.timezone,
             snapshot_interval_s=settings.snapshot_interval_s,
             reindex_interval_min=settings.jobs_reindex_interval_min,
+            retention_interval_min=settings.jobs_retention_interval_min,
         )
         jobs.start()
         stack.push_async_callback(jobs.stop)

@@ -192,6 +192,18 @@ class Settings(BaseModel):
     jobs_action_log_max_rows: int = setting(
         100_000, "Most rows the action log keeps; the oldest go first (0: no cap).", ge=0
     )
+    jobs_retention_interval_min: float = setting(
+        10.0,
+        "Minutes between runs of the leave policies (timed forget of members who left, "
+        "purge of servers that removed the bot).",
+        ge=1,
+    )
+    jobs_compaction_delay_s: float = setting(
+        30.0,
+        "Seconds from a Discord delete or edit to the rewrite of the database file that drops "
+        "its bytes (a burst of deletes costs one rewrite; the delete itself applies at once).",
+        ge=0,
+    )
 
     # -- dashboard ------------------------------------------------------------
     dashboard_enabled: bool = setting(True, "Serve the operator dashboard.")
@@ -337,6 +349,7 @@ class Settings(BaseModel):
             action_log=ActionLogConfig(
                 keep_days=self.jobs_action_log_keep_days, max_rows=self.jobs_action_log_max_rows
             ),
+            compaction_delay_s=self.jobs_compaction_delay_s,
         )
 
     def dashboard_config(self) -> DashboardConfig:
