@@ -28,7 +28,7 @@ def _on_disk(mem: Any) -> bool:
 
 async def test_a_burst_of_deletes_costs_one_rewrite(make_memory: Any) -> None:
     mem = await make_memory(
-        extractor=ScriptedExtractor(fn=echo_fact), embeddings="none", compaction_delay_s=0.2
+        extractor=ScriptedExtractor(fn=echo_fact), embeddings="none", compaction_delay_s=3600
     )
     ids = await _stored(mem, 6)
     runs = mem.compactor.runs
@@ -38,12 +38,27 @@ async def test_a_burst_of_deletes_costs_one_rewrite(make_memory: Any) -> None:
         assert report.messages == 1
         # Durable at once: gone from every query before the rewrite.
         assert await mem.get_message(GUILD, mid) is None
-    await eventually(lambda: mem.compactor.runs > runs)
+    assert mem.compactor.runs == runs and mem.compactor.pending
+    await mem.compactor.flush()
 
     assert mem.compactor.runs == runs + 1
     assert not mem.compactor.pending
     assert not _on_disk(mem)
     assert await mem.db.read(store_events.compaction_owed) is None
+
+
+async def test_the_rewrite_runs_by_itself_after_the_delay(make_memory: Any) -> None:
+    mem = await make_memory(
+        extractor=ScriptedExtractor(fn=echo_fact), embeddings="none", compaction_delay_s=0.05
+    )
+    [mid] = await _stored(mem, 1)
+    runs = mem.compactor.runs
+
+    await mem.delete_messages(GUILD, [mid])
+    await eventually(lambda: not mem.compactor.pending)
+
+    assert mem.compactor.runs == runs + 1
+    assert not _on_disk(mem)
 
 
 async def test_a_pending_rewrite_runs_at_settle_and_at_close(make_memory: Any) -> None:

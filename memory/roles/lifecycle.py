@@ -374,15 +374,18 @@ class MessageLifecycle:
         """Journal lines of ``messages`` become ``[deleted]`` (``new_text``
         None) or the edited text; a line holds the text as the pipeline
         cleaned it."""
-        changed = 0
         new = None if new_text is None else self._clean(new_text)
         content = DELETED if new is None else EDITED + new
-        for m in messages:
-            texts = [t for t in (self._clean(m.content), new) if t is not None]
-            changed += self._journal.rewrite_message(
-                m.created_at, m.author_id, guild_id, m.channel_id, texts, content
+        lines = [
+            (
+                m.created_at,
+                m.author_id,
+                m.channel_id,
+                [t for t in (self._clean(m.content), new) if t is not None],
             )
-        return changed
+            for m in messages
+        ]
+        return self._journal.rewrite_messages(guild_id, lines, content) if lines else 0
 
     def _clean(self, text: str) -> str | None:
         return clean_message(text, self._cfg.clean_max_chars)
