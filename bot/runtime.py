@@ -223,7 +223,9 @@ async def main(
             memory=memory,
             chat=clients.chat,
             reply_config=settings.reply_config(),
-            intents=make_intents(settings.discord_message_content),
+            intents=make_intents(
+                settings.discord_message_content, members=settings.discord_members_intent
+            ),
             sync_commands=settings.discord_sync_commands,
             sync_state_file=settings.resolved_db_path.parent / "slash_commands.sha256",
             voice=voice.manager,

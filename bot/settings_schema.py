@@ -90,6 +90,12 @@ class Settings(BaseModel):
         "Request the privileged Message Content intent (it must also be enabled in the "
         "Developer Portal). Without it the bot only sees messages that mention it.",
     )
+    discord_members_intent: bool = setting(
+        False,
+        "Request the privileged Server Members intent (it must also be enabled in the "
+        "Developer Portal). Needed for member_leave_policy: without it the bot does not see "
+        "members leave or rejoin.",
+    )
     discord_sync_commands: bool = setting(
         True, "Publish the slash commands at start-up when they changed since the last sync."
     )

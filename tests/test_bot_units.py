@@ -91,6 +91,21 @@ async def test_missing_message_content_intent_is_reported(
     await bot.close()
 
 
+async def test_the_members_intent_is_asked_for_only_when_configured(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from bot.client import GuildloreBot, make_intents
+    from bot.settings import Settings
+
+    assert not make_intents().members and make_intents(members=True).members
+    assert Settings().discord_members_intent is False
+    bot = GuildloreBot(memory=None, intents=make_intents())  # type: ignore[arg-type]
+    with caplog.at_level("INFO"):
+        await bot.load_extension("bot.cogs.lifecycle")
+    assert "member_leave_policy has no effect" in caplog.text
+    await bot.close()
+
+
 async def test_gateway_errors_become_clear_messages(capsys: pytest.CaptureFixture[str]) -> None:
     import asyncio
 

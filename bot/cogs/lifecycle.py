@@ -23,6 +23,13 @@ class Lifecycle(commands.Cog):
     def __init__(self, bot: GuildloreBot) -> None:
         self.bot = bot
 
+    async def cog_load(self) -> None:
+        if not self.bot.intents.members:
+            log.info(
+                "members leaving and rejoining are not seen (no Server Members intent: "
+                "discord.members_intent); member_leave_policy has no effect"
+            )
+
     @commands.Cog.listener()
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         if payload.guild_id is None:  # DMs are never ingested
