@@ -62,7 +62,8 @@ class Lifecycle(commands.Cog):
 
     @commands.Cog.listener()
     async def on_raw_member_remove(self, payload: discord.RawMemberRemoveEvent) -> None:
-        if payload.user.bot:
+        me = self.bot.user
+        if me is not None and payload.user.id == me.id:  # the guild's own removal says that
             return
         try:
             await self.bot.memory.retention.member_left(str(payload.guild_id), str(payload.user.id))

@@ -142,6 +142,10 @@ class Retention:
         return timer
 
     async def _cancel(self, guild_id: str, user_id: str) -> bool:
+        # Every guild reports in at each connect: a read, not a write, when
+        # there is nothing to cancel (the common case).
+        if not await self._db.read(store_retention.has_timer, guild_id, user_id):
+            return False
         stamp = iso(self._clock())
 
         def work(con: object) -> bool:

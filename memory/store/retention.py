@@ -70,6 +70,13 @@ def timers(
     ]
 
 
+def has_timer(con: Any, guild_id: str, user_id: str) -> bool:
+    row = con.execute(
+        "SELECT 1 FROM retention_timers WHERE guild_id = ? AND user_id = ?", (guild_id, user_id)
+    ).fetchone()
+    return row is not None
+
+
 def still_due(con: Any, timer: RetentionTimer) -> bool:
     row = con.execute(
         "SELECT 1 FROM retention_timers WHERE guild_id = ? AND user_id = ? AND due_at = ?",
