@@ -92,7 +92,7 @@ async def test_about_me_shows_own_facts_and_counts_the_hidden(harness: Harness) 
     assert "nurse" not in answer.text
     assert "1 more facts from channels you can't read" in answer.text
     assert "sailing" not in answer.text
-    assert "Your stored messages:__ 3" in answer.text
+    assert "your stored messages: 3" in answer.text
     assert 'from your message: "I love hiking in the Alps."' in answer.text
 
 

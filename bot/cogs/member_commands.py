@@ -48,18 +48,20 @@ def _fact_line(f: MemberFact) -> str:
 
 
 def about_me_text(record: MemberRecord) -> str:
-    lines = [_fact_line(f) for f in record.facts] or ["(no facts)"]
     counts = ", ".join(f"<#{c}>: {n}" for c, n in record.message_counts.items())
-    lines.append(
-        f"__Your stored messages:__ {record.messages_total}" + (f" ({counts})" if counts else "")
+    head = (
+        f"**What I keep about you here:** {len(record.facts)} facts; "
+        f"your stored messages: {record.messages_total}" + (f" ({counts})" if counts else "")
     )
+    lines = [_fact_line(f) for f in record.facts]
+    tail = ""
     if record.hidden_facts:
-        lines.append(f"({record.hidden_facts} more facts from channels you can't read)")
-    tail = (
+        tail = f"({record.hidden_facts} more facts from channels you can't read)\n"
+    tail += (
         "`/memory export-me` sends you a copy; `/memory correct` and `/memory forget-fact` "
         "change one fact; `/memory forget-me` erases everything."
     )
-    return fit_lines(f"**What I keep about you here** ({len(record.facts)} facts):", lines, tail)
+    return fit_lines(head, lines, tail)
 
 
 async def about_me_answer(memory: Memory, guild: discord.Guild, member: discord.Member) -> Answer:
