@@ -186,12 +186,18 @@ class Retention:
                     if not away:
                         cancelled += await self._cancel(timer.guild_id, timer.user_id)
                         continue
-                if timer.action == "forget":
-                    await self._forget(timer.guild_id, timer.user_id, actor="retention")
-                    forgotten.append((timer.guild_id, timer.user_id))
-                else:
-                    await self.purge_guild(timer.guild_id, actor="retention")
-                    purged.append(timer.guild_id)
+                try:
+                    if timer.action == "forget":
+                        await self._forget(timer.guild_id, timer.user_id, actor="retention")
+                        forgotten.append((timer.guild_id, timer.user_id))
+                    else:
+                        await self.purge_guild(timer.guild_id, actor="retention")
+                        purged.append(timer.guild_id)
+                except Exception:
+                    # The timer stays: the next run does it again (both erases
+                    # can run twice), and the other timers still run now.
+                    log.exception("retention %s failed; tried again on the next run", timer)
+                    continue
                 await self._db.write(store_retention.finish_timer, timer)
         return RetentionRun(forgotten, purged, cancelled)
 
