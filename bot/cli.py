@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "import": "Import DiscordChatExporter JSON exports or raw Discord API message arrays.",
     "search": "Search a guild's memory from the terminal.",
     "forget": "Erase everything remembered about a member of a guild.",
+    "purge-guild": "Erase everything remembered about a guild (all of its memory).",
     "snapshot": "Regenerate and print MEMORY.md.",
     "reindex": "Embed every fact and message that has no vector for its guild's model.",
     "retry": "Process again the messages whose processing failed (--list: show why).",
@@ -52,8 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _module(name: str):  # type: ignore[no-untyped-def]
-    # "import" is a keyword, so that command's module is bot/commands/import_.py.
-    return importlib.import_module(f"bot.commands.{'import_' if name == 'import' else name}")
+    # "import" is a keyword, so that command's module is bot/commands/import_.py;
+    # "purge-guild" is bot/commands/purge_guild.py.
+    module = "import_" if name == "import" else name.replace("-", "_")
+    return importlib.import_module(f"bot.commands.{module}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,6 +26,7 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "bot.cogs.lifecycle",
     "bot.cogs.replies",
     "bot.cogs.memory_commands",
+    "bot.cogs.member_commands",  # joins /memory: after memory_commands
     "bot.cogs.voice",
 )
 
@@ -36,17 +37,19 @@ NO_VOICE = "voice transcription is not configured"
 SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=True)
 
 
-def make_intents(message_content: bool = True) -> discord.Intents:
+def make_intents(message_content: bool = True, members: bool = False) -> discord.Intents:
     """Guilds, guild messages (incl. threads, forum posts, voice text chat), voice states.
 
-    Members and presences are not needed: slash commands carry the member, and
-    messages carry their author.
+    Presences are not needed, and members only for the leave policies
+    (``members``: member leave and join events): slash commands carry the
+    member, and messages carry their author.
     """
     intents = discord.Intents.none()
     intents.guilds = True
     intents.guild_messages = True
     intents.voice_states = True
     intents.message_content = message_content
+    intents.members = members
     return intents
 
 

@@ -5,6 +5,10 @@
   after a crash or a model change);
 * action log pruning every hour (first a minute after start), by the
   retention in ``memory.config.action_log``;
+* retention every ``retention_interval_min`` (default 10 min, first a
+  minute after start): the forget of members and the purge of guilds whose
+  leave timers are due (``memory.retention``; the timers live in the
+  database, so a restart loses none);
 * the daily journal roll-over check, just after midnight in the configured
   time zone: the journal folder must still be writable, and MEMORY.md is
   regenerated so its highlights and source list move to the new day.
@@ -30,7 +34,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from memory import Memory
+from memory import Memory, RetentionTimer
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +47,16 @@ class Jobs:
         timezone: str = "UTC",
         snapshot_interval_s: float = 300.0,
         reindex_interval_min: float = 60.0,
+        retention_interval_min: float = 10.0,
     ) -> None:
         self.memory = memory
         self.timezone = timezone
         self.snapshot_interval_s = snapshot_interval_s
         self.reindex_interval_min = reindex_interval_min
+        self.retention_interval_min = retention_interval_min
+        # Set by the runtime once the bot exists: is a timer's member (or the
+        # bot) still away from the guild? None: no one to ask.
+        self.still_away: Callable[[RetentionTimer], Awaitable[bool]] | None = None
         self.scheduler: AsyncIOScheduler | None = None
         self._running: set[asyncio.Task[Any]] = set()
         self.runs: dict[str, int] = {}
@@ -78,6 +87,16 @@ class Jobs:
             IntervalTrigger(hours=1, start_date=datetime.now(UTC) + timedelta(minutes=1)),
             id="action_log_prune",
             name="action log pruning",
+            **common,
+        )
+        sched.add_job(
+            self._wrap("retention", self.retention),
+            IntervalTrigger(
+                minutes=self.retention_interval_min,
+                start_date=datetime.now(UTC) + timedelta(minutes=1),
+            ),
+            id="retention",
+            name="leave policies (timed forget and purge)",
             **common,
         )
         sched.add_job(
@@ -143,6 +162,16 @@ class Jobs:
         deleted = await self.memory.admin.prune_action_log()
         if deleted:
             log.info("pruned %d action log rows", deleted)
+
+    async def retention(self) -> None:
+        done = await self.memory.retention.run_due(self.still_away)
+        if done.forgotten or done.purged or done.cancelled:
+            log.info(
+                "retention: forgot %d members, purged %d guilds, %d timers cancelled",
+                len(done.forgotten),
+                len(done.purged),
+                done.cancelled,
+            )
 
     async def journal_rollover(self) -> None:
         folder = self.memory.config.journal_dir

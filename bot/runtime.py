@@ -30,11 +30,13 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import discord
 
 from bot.client import GuildloreBot, make_intents
+from bot.cogs.lifecycle import still_away
 from bot.jobs import Jobs
 from bot.settings import Settings
 from memory import Clients, IncomingMessage, Memory, build_clients, iso, system_clock
@@ -207,6 +209,7 @@ async def main(
             timezone=settings.timezone,
             snapshot_interval_s=settings.snapshot_interval_s,
             reindex_interval_min=settings.jobs_reindex_interval_min,
+            retention_interval_min=settings.jobs_retention_interval_min,
         )
         jobs.start()
         stack.push_async_callback(jobs.stop)
@@ -220,12 +223,15 @@ async def main(
             memory=memory,
             chat=clients.chat,
             reply_config=settings.reply_config(),
-            intents=make_intents(settings.discord_message_content),
+            intents=make_intents(
+                settings.discord_message_content, members=settings.discord_members_intent
+            ),
             sync_commands=settings.discord_sync_commands,
             sync_state_file=settings.resolved_db_path.parent / "slash_commands.sha256",
             voice=voice.manager,
             voice_unavailable=voice.reason or "voice transcription is not configured",
         )
+        jobs.still_away = partial(still_away, bot)
         code = await _serve(bot, memory, settings, stop, fake_gateway)
     return code
 

@@ -90,6 +90,12 @@ class Settings(BaseModel):
         "Request the privileged Message Content intent (it must also be enabled in the "
         "Developer Portal). Without it the bot only sees messages that mention it.",
     )
+    discord_members_intent: bool = setting(
+        False,
+        "Request the privileged Server Members intent (it must also be enabled in the "
+        "Developer Portal). Needed for member_leave_policy: without it the bot does not see "
+        "members leave or rejoin.",
+    )
     discord_sync_commands: bool = setting(
         True, "Publish the slash commands at start-up when they changed since the last sync."
     )
@@ -198,6 +204,18 @@ class Settings(BaseModel):
     )
     jobs_action_log_max_rows: int = setting(
         100_000, "Most rows the action log keeps; the oldest go first (0: no cap).", ge=0
+    )
+    jobs_retention_interval_min: float = setting(
+        10.0,
+        "Minutes between runs of the leave policies (timed forget of members who left, "
+        "purge of servers that removed the bot).",
+        ge=1,
+    )
+    jobs_compaction_delay_s: float = setting(
+        30.0,
+        "Seconds from a Discord delete or edit to the rewrite of the database file that drops "
+        "its bytes (a burst of deletes costs one rewrite; the delete itself applies at once).",
+        ge=0,
     )
 
     # -- dashboard ------------------------------------------------------------
@@ -344,6 +362,7 @@ class Settings(BaseModel):
             action_log=ActionLogConfig(
                 keep_days=self.jobs_action_log_keep_days, max_rows=self.jobs_action_log_max_rows
             ),
+            compaction_delay_s=self.jobs_compaction_delay_s,
         )
 
     def dashboard_config(self) -> DashboardConfig:

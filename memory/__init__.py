@@ -10,13 +10,14 @@ This facade is the only door: bot/, dashboard/ and evals/ import
 the retriever (``retrieval``), the journal and the ``MEMORY.md`` snapshot,
 and exposes ingest, search, the prompt slice, lore, forget and the snapshot
 as async methods. The rest is composed as attributes, one object per
-concern: ``facts``, ``traces``, ``guilds``, ``procedures`` and ``admin`` (memory/roles/),
-``sessions`` (dashboard logins) and ``inbox`` (unfinished and failed
-messages).
+concern: ``facts``, ``traces``, ``guilds``, ``procedures``, ``admin``, ``members``,
+``lifecycle`` and ``retention`` (memory/roles/), ``sessions`` (dashboard
+logins) and ``inbox`` (unfinished and failed messages).
 
 Beside it the facade exports the configuration dataclasses, the value types
 of ``memory.models``, the errors, the guild settings' declaration, the
-importer's entry points, the reply flow (``compose_reply``, ``ChatModel``),
+importer's entry points, a member's export (``export_json``,
+``export_markdown``), the reply flow (``compose_reply``, ``ChatModel``),
 the offline ``RuleExtractor``, the installation checks behind
 ``guildlore doctor``, and the client, clock and throttle helpers.
 """
@@ -48,6 +49,7 @@ from memory.guild_settings import GUILD_SETTINGS, GUILD_SETTINGS_BY_KEY, parse_g
 from memory.importer.reader import iter_paths, read_header
 from memory.importer.session import ImportReport, ImportStop, import_files, import_messages
 from memory.llm import ChatModel
+from memory.member_export import export_json, export_markdown
 from memory.models import (
     FACT_TYPES,
     LORE_SUBJECT,
@@ -62,6 +64,8 @@ from memory.models import (
     Trace,
 )
 from memory.reply_record import record_reply_context
+from memory.roles.members import MemberFact, MemberRecord, NotYours
+from memory.store.retention import RetentionTimer
 from memory.store.sqlite import capabilities as sqlite_capabilities
 from memory.throttle import Throttle
 
@@ -88,11 +92,15 @@ __all__ = [
     "InvalidInput",
     "LLMConfig",
     "LLMError",
+    "MemberFact",
+    "MemberRecord",
     "Memory",
     "MemoryConfig",
+    "NotYours",
     "Procedure",
     "ReplyRequest",
     "ReplyResult",
+    "RetentionTimer",
     "RuleExtractor",
     "SearchScope",
     "SnapshotConfig",
@@ -105,6 +113,8 @@ __all__ = [
     "database_status",
     "inbox_status",
     "embedding_dims",
+    "export_json",
+    "export_markdown",
     "import_files",
     "import_messages",
     "iso",

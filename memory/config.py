@@ -105,6 +105,10 @@ class MemoryConfig:
     llm: LLMConfig = field(default_factory=LLMConfig)
     action_log: ActionLogConfig = field(default_factory=ActionLogConfig)
     read_connections: int = 2
+    # Seconds from an erase (a Discord delete or edit, a timed forget) to the
+    # rewrite of the database file that drops its freed bytes: a burst of
+    # deletes costs one rewrite. The erase itself is durable at once.
+    compaction_delay_s: float = 30.0
 
     @classmethod
     def for_data_dir(cls, data_dir: Path, **overrides: object) -> MemoryConfig:

@@ -4,8 +4,10 @@ It owns the database, the ingest queue and its workers, the journal, the
 snapshot refresher and the embedding worker, and exposes ingest, retrieval,
 lore, forget, the snapshot and the journal as async methods. The operator's
 side is composed, one object per concern: ``facts``, ``traces``, ``guilds``,
-``procedures`` and ``admin`` (memory/roles/), ``sessions`` (dashboard logins)
-and ``inbox`` (the durable inbox: unfinished and failed messages).
+``procedures``, ``admin``, ``members`` (a member's own view and corrections),
+``lifecycle`` (Discord's deletes and edits) and ``retention`` (leave policies,
+guild purge) (memory/roles/), ``sessions`` (dashboard logins) and ``inbox``
+(the durable inbox: unfinished and failed messages).
 """
 
 from __future__ import annotations
@@ -48,16 +50,19 @@ from memory.roles.admin import AdminOps, SearchStats
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
+from memory.roles.members import MemberData
 from memory.roles.procedures import ProcedureOps
+from memory.roles.retention import Retention
 from memory.roles.traces import TraceOps
 from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
 from memory.snapshot_file import SNAPSHOT_NAME, SnapshotFile
 from memory.store import facts as store
+from memory.store import lifecycle_events as store_events
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
-from memory.store.erase import compact_erased
+from memory.store.erase import ErasureCompactor
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +97,7 @@ class Memory:
             self.db, self.journal, config.snapshot, config.journal_dir / SNAPSHOT_NAME, clock
         )
         self.snapshot = SnapshotRefresher(self._snapshot_file.write, config.snapshot.debounce_s)
+        self.compactor = ErasureCompactor(self.db, config.compaction_delay_s)
         self.pipeline = BatchProcessor(
             db=self.db,
             journal=self.journal,
@@ -107,6 +113,7 @@ class Memory:
         self.rejected: dict[str, int] = {}
         self._search_stats = SearchStats()
         self.facts = FactOps(self.db, self.embeddings, self.snapshot, clock)
+        self.members = MemberData(self.db, self.facts, self.compactor, clock)
         self.traces = TraceOps(self.db, clock)
         self.procedures = ProcedureOps(self.db, clock)
         self.admin = AdminOps(
@@ -126,9 +133,22 @@ class Memory:
             journal=self.journal,
             queue=self.queue,
             snapshot=self.snapshot,
+            compactor=self.compactor,
             cfg=config.ingest,
             clock=clock,
             ingesting=lambda: self._ingesting,
+        )
+        self.retention = Retention(
+            db=self.db,
+            journal=self.journal,
+            queue=self.queue,
+            snapshot=self.snapshot,
+            compactor=self.compactor,
+            embeddings=self.embeddings,
+            settings=self.guilds.settings_cache,
+            clock=clock,
+            forget=self.forget,
+            drain_timeout_s=config.ingest.drain_timeout_s,
         )
         self._retriever: Any = None
         self._started = False
@@ -178,6 +198,9 @@ class Memory:
             raise
         self._started, self._ingesting = True, ingest
         if ingest:
+            # Deletes and edits received before a crash first: a message
+            # deleted then must not be queued again by the replay below.
+            await self.lifecycle.replay()
             self.queue.start()
             self.embeddings.start()
             self.inbox.start(self.queue)
@@ -196,6 +219,10 @@ class Memory:
         if self._ingesting:
             with contextlib.suppress(Exception):
                 await self._snapshot_file.write()
+        try:
+            await self.compactor.flush()
+        except Exception:
+            log.exception("the rewrite after an erase failed at shutdown")
         await self.db.close()
         self._started = False
 
@@ -256,9 +283,12 @@ class Memory:
         return await self.queue.drain(timeout)
 
     async def settle(self, timeout: float = 30.0) -> bool:
-        """Drain the queue and wait for the embeddings it caused (tests, import, demo)."""
+        """Drain the queue, wait for the embeddings it caused and run a pending
+        rewrite after an erase (tests, import, demo)."""
         ok = await self.queue.drain(timeout)
-        return await self.embeddings.settle(timeout) and ok
+        ok = await self.embeddings.settle(timeout) and ok
+        await self.compactor.flush()
+        return ok
 
     async def get_message(self, guild_id: str, message_id: str) -> StoredMessage | None:
         """An ingested message with its processing status, or None."""
@@ -332,13 +362,16 @@ class Memory:
         now = iso(self.clock())
         # Anything of theirs still queued must not be processed after the erase.
         await self.queue.drain(self.config.ingest.drain_timeout_s)
+        # Owed before the erase: a crash after it still rewrites the file at
+        # the next start.
+        await self.db.write(store_events.owe_compaction, now)
         counts = await self.db.write(store.forget_user, guild_id, user_id, actor, now)
         self.embeddings.forget_queries()
         lines = await asyncio.to_thread(self.journal.redact_user, guild_id, user_id)
         await self.refresh_snapshot()
         # The erase freed their rows; the rewrite also drops the stale copies
         # of them that earlier page rebuilds and the WAL still hold.
-        compaction = await compact_erased(self.db)
+        compaction = await self.compactor.run_now()
         log.info(
             "forget: database rewritten (%d pages) in %.2f s", compaction.pages, compaction.seconds
         )

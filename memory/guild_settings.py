@@ -4,6 +4,7 @@ applied without restart (the bot reads them per event; the dashboard edits them)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,12 +15,17 @@ from memory.store import ops as store_ops
 from memory.store.db import Database
 
 REPLY_MODES = ("mention", "mention_or_reply", "off")
+# A retention policy: "keep", or "<action>:<N>d" (the action N days after
+# the member left / the bot was removed; 0d: at once).
+KEEP = "keep"
+RETENTION_MAX_DAYS = 3650
+_RETENTION = re.compile(r"^(?P<action>[a-z]+)\s*:\s*(?P<days>\d{1,5})\s*d?$")
 
 
 @dataclass(frozen=True)
 class SettingSpec:
     key: str
-    kind: str  # "bool" | "choice" | "text" | "ids" | "types"
+    kind: str  # "bool" | "choice" | "text" | "ids" | "types" | "retention" (choices: the action)
     default: Any
     help: str
     choices: tuple[str, ...] = ()
@@ -82,6 +88,22 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
         DEFAULT_ALLOWLISTS["api"],
         "Memory types the dashboard's public search API may return.",
     ),
+    SettingSpec(
+        "member_leave_policy",
+        "retention",
+        KEEP,
+        "When a member leaves: keep what is remembered about them, or forget:30d (erase it "
+        "30 days later unless they rejoin first).",
+        ("forget",),
+    ),
+    SettingSpec(
+        "guild_leave_policy",
+        "retention",
+        KEEP,
+        "When the bot is removed from this server: keep its memory, or purge:30d (erase all "
+        "of it 30 days later unless the bot is added back first).",
+        ("purge",),
+    ),
 )
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
 
@@ -100,6 +122,8 @@ class GuildSettings:
     voice_memory_types: frozenset[str] = DEFAULT_ALLOWLISTS["voice"]
     tool_memory_types: frozenset[str] = DEFAULT_ALLOWLISTS["tool"]
     api_memory_types: frozenset[str] = DEFAULT_ALLOWLISTS["api"]
+    member_leave_policy: str = KEEP
+    guild_leave_policy: str = KEEP
 
     def allowed_types(self, consumer: str) -> frozenset[str]:
         """The memory types ``consumer`` (replies, voice, tool, api) may see."""
@@ -118,6 +142,14 @@ def wake_words(raw: str | None) -> tuple[str, ...]:
     """The comma-separated wake words of a setting, trimmed, blanks and repeats dropped."""
     words = (" ".join(w.split()) for w in (raw or "").split(","))
     return tuple(dict.fromkeys(w for w in words if w))
+
+
+def retention_days(policy: str) -> tuple[str, int] | None:
+    """(action, days) of a stored policy; None for ``keep``."""
+    m = _RETENTION.match(policy.strip().lower())
+    if m is None:
+        return None
+    return m["action"], int(m["days"])
 
 
 def parse_guild_setting(key: str, raw: str | None) -> str | None:
@@ -139,6 +171,17 @@ def parse_guild_setting(key: str, raw: str | None) -> str | None:
         if value not in spec.choices:
             raise InvalidInput(f"{key} must be one of {', '.join(spec.choices)}")
         return value
+    if spec.kind == "retention":
+        low = value.lower()
+        if low == KEEP:
+            return KEEP
+        m = _RETENTION.match(low)
+        if m is None or m["action"] not in spec.choices:
+            raise InvalidInput(f"{key} must be {KEEP} or {spec.choices[0]}:<days>d, e.g. 30d")
+        days = int(m["days"])
+        if days > RETENTION_MAX_DAYS:
+            raise InvalidInput(f"{key}: at most {RETENTION_MAX_DAYS} days")
+        return f"{m['action']}:{days}d"
     if spec.kind == "ids":
         ids = [v.strip() for v in value.replace("\n", ",").split(",") if v.strip()]
         bad = [v for v in ids if not ID_RE.match(v)]
@@ -194,6 +237,8 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
         voice_memory_types=types("voice_memory_types", "voice"),
         tool_memory_types=types("tool_memory_types", "tool"),
         api_memory_types=types("api_memory_types", "api"),
+        member_leave_policy=stored.get("member_leave_policy") or KEEP,
+        guild_leave_policy=stored.get("guild_leave_policy") or KEEP,
     )
 
 

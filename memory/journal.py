@@ -336,44 +336,76 @@ class Journal:
                     )
         return removed
 
-    def rewrite_message(
+    def remove_guild(self, guild_id: str) -> int:
+        """Drop every line of one guild (a purge); a daily file left with no
+        message line is deleted. Returns the number of lines removed."""
+        gid = clean_id(guild_id)
+        if not gid:
+            raise InvalidInput("remove_guild needs a guild id")
+        removed = 0
+        with self._lock:
+            for path in self.daily_files(newest_first=False):
+                original = path.read_text(encoding="utf-8", errors="replace")
+                out: list[str] = []
+                kept_lines = 0
+                for line in original.splitlines(keepends=True):
+                    m = _LINE.match(line.rstrip("\r\n"))
+                    if m is not None and m["guild_id"] == gid:
+                        removed += 1
+                        continue
+                    kept_lines += m is not None
+                    out.append(line)
+                if len(out) == len(original.splitlines()):
+                    continue
+                if kept_lines:
+                    atomic_write_bytes(path, "".join(out).encode("utf-8"))
+                else:
+                    path.unlink()
+                    _fsync_dir(path.parent)
+        return removed
+
+    def rewrite_messages(
         self,
-        msg_time_iso: str,
-        author_id: str,
         guild_id: str,
-        channel_id: str,
-        texts: Sequence[str],
+        messages: Sequence[tuple[str, str, str, Sequence[str]]],
         content: str,
     ) -> int:
-        """Replace one message's line with ``content`` (``DELETED`` for a deleted
-        message, ``EDITED`` + text for an edit). The line is known by the
-        message's time, author, guild, channel and its journaled text, one of
-        ``texts``. A line for it appended later (it was still queued) gets
-        ``content`` too. Returns the number of lines changed."""
-        keys = {message_key(msg_time_iso, author_id, guild_id, channel_id, t) for t in texts}
-        path = self.path_for(self.day_of(msg_time_iso))
+        """Replace the lines of messages (time, author, channel, texts) with
+        ``content`` (``DELETED`` for deleted messages, ``EDITED`` + text for an
+        edit). A line is known by the message's time, author, guild, channel
+        and its journaled text, one of its ``texts``. A line for one appended
+        later (it was still queued) gets ``content`` too. Each day file is
+        rewritten once. Returns the number of lines changed."""
+        by_path: dict[Path, set[tuple[str, str, str, str, str]]] = {}
+        for when, author_id, channel_id, texts in messages:
+            keys = by_path.setdefault(self.path_for(self.day_of(when)), set())
+            keys.update(message_key(when, author_id, guild_id, channel_id, t) for t in texts)
+        changed = 0
         with self._lock:
-            for key in keys:
-                self._rewrites[key] = content
-                self._rewrites.move_to_end(key)
+            for keys in by_path.values():
+                for key in keys:
+                    self._rewrites[key] = content
+                    self._rewrites.move_to_end(key)
             while len(self._rewrites) > _REWRITES_KEPT:
                 self._rewrites.popitem(last=False)
-            try:
-                original = path.read_text(encoding="utf-8", errors="replace")
-            except FileNotFoundError:
-                return 0
-            out: list[str] = []
-            changed = 0
-            for line in original.splitlines(keepends=True):
-                body = line.rstrip("\r\n")
-                m = _LINE.match(body)
-                if m is not None and _entry_key(m) in keys:
-                    new = body[: m.start("content")] + clean_field(content)
-                    changed += new != body
-                    line = new + line[len(body) :]
-                out.append(line)
-            if changed:
-                atomic_write_bytes(path, "".join(out).encode("utf-8"))
+            for path, keys in by_path.items():
+                try:
+                    original = path.read_text(encoding="utf-8", errors="replace")
+                except FileNotFoundError:
+                    continue
+                out: list[str] = []
+                here = 0
+                for line in original.splitlines(keepends=True):
+                    body = line.rstrip("\r\n")
+                    m = _LINE.match(body)
+                    if m is not None and _entry_key(m) in keys:
+                        new = body[: m.start("content")] + clean_field(content)
+                        here += new != body
+                        line = new + line[len(body) :]
+                    out.append(line)
+                if here:
+                    atomic_write_bytes(path, "".join(out).encode("utf-8"))
+                changed += here
         return changed
 
     def _redact_file(

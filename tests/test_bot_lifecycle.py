@@ -4,6 +4,7 @@ friends), which dispatches the raw events the lifecycle cog listens to."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -17,7 +18,8 @@ from discord.ext.test import factories as dfacts
 from memory.clock import iso
 from memory.models import IncomingMessage
 from tests.fakeopenai import FakeOpenAI
-from tests.test_bot import Harness, open_harness
+from tests.test_bot import Harness, make_harness, open_harness
+from tests.test_lifecycle import GatedExtractor, all_text
 
 SECRET = "zanzibarquokka"
 
@@ -147,3 +149,89 @@ async def test_events_of_other_guilds_and_dms_touch_nothing(harness: Harness) ->
     assert isinstance(h.bot.get_cog("Lifecycle"), discord.ext.commands.Cog)
     assert await h.memory.get_message(str(h.guild.id), str(message.id)) is not None
     assert len(await fact_texts(h)) == 1
+
+
+async def test_delete_while_the_message_is_still_queued(
+    make_memory: Any, fake_openai: FakeOpenAI
+) -> None:
+    ext = GatedExtractor()
+    h = await make_harness(await make_memory(extractor=ext), fake_openai)
+    try:
+        message = await h.say(f"slow: I keep a {SECRET} at home")
+        queued = await h.say(f"and a second {SECRET} in the shed")
+        await asyncio.wait_for(ext.started.wait(), 30)
+        assert h.memory.queue.holds(str(message.id)) and h.memory.queue.holds(str(queued.id))
+
+        for m in (message, queued):
+            await gateway(
+                "message_delete",
+                {"id": str(m.id), "channel_id": str(h.general.id), "guild_id": str(h.guild.id)},
+            )
+        ext.gate.set()
+        await h.settle()
+
+        for m in (message, queued):
+            assert await h.memory.get_message(str(h.guild.id), str(m.id)) is None
+        assert await fact_texts(h) == []
+        assert SECRET not in journal_text(h)
+        assert SECRET not in await all_text(h.memory)
+    finally:
+        ext.gate.set()
+        h.bot.accepting = False
+
+
+async def test_bulk_delete_of_a_hundred_never_cached(harness: Harness) -> None:
+    h = harness
+    gid, cid = str(h.guild.id), str(h.general.id)
+    old = [
+        IncomingMessage(
+            id=str(223456789012345000 + i),
+            guild_id=gid,
+            channel_id=cid,
+            author_id=str(h.alice.id),
+            author_name=h.alice.display_name,
+            content=f"I love the {SECRET} number {i}.",
+            created_at=iso(datetime.now(UTC)),
+        )
+        for i in range(100)
+    ]
+    for m in old:
+        await h.memory.ingest_message(m)
+    kept = await h.say("I love hiking in the Alps.")
+    await h.settle()
+    assert None not in [await h.memory.get_message(gid, m.id) for m in old]
+    everything = await h.memory.facts.find(gid, subject=str(h.alice.id), active=None, limit=500)
+    assert sum(SECRET in f.fact for f in everything) > 50  # current and archived
+
+    await gateway(
+        "message_delete_bulk",
+        {"ids": [m.id for m in old], "channel_id": cid, "guild_id": gid},
+    )
+    await h.settle()
+
+    left = await h.memory.facts.find(gid, subject=str(h.alice.id), active=None, limit=500)
+    assert [f.fact for f in left] == [f"{h.alice.display_name} loves hiking in the Alps."]
+    assert await h.memory.get_message(gid, str(kept.id)) is not None
+    assert journal_text(h).count("[deleted]") == 100
+    assert SECRET not in await all_text(h.memory)
+
+
+async def test_a_fact_said_twice_survives_the_delete_of_one(harness: Harness) -> None:
+    h = harness
+    first = await h.say("I love hiking in the Alps.")
+    second = await h.say("I love hiking in the Alps.")
+    await h.settle()
+    [fact] = await h.memory.facts.find(str(h.guild.id), subject=str(h.alice.id))
+
+    await gateway(
+        "message_delete",
+        {"id": str(first.id), "channel_id": str(h.general.id), "guild_id": str(h.guild.id)},
+    )
+    [kept] = await h.memory.facts.find(str(h.guild.id), subject=str(h.alice.id))
+    assert kept.id == fact.id and kept.source_message_id == str(second.id)
+
+    await gateway(
+        "message_delete",
+        {"id": str(second.id), "channel_id": str(h.general.id), "guild_id": str(h.guild.id)},
+    )
+    assert await fact_texts(h) == []

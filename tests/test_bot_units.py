@@ -34,7 +34,7 @@ async def test_jobs_schedule_run_and_stop(make_memory: Any, tmp_path: Any) -> No
     jobs.start()
     assert jobs.scheduler is not None
     found = {j.id: j for j in jobs.scheduler.get_jobs()}
-    assert set(found) == {"snapshot", "journal_rollover", "action_log_prune"}  # re-index off
+    assert set(found) == {"snapshot", "journal_rollover", "action_log_prune", "retention"}
     assert str(found["journal_rollover"].trigger.timezone) == "Europe/Berlin"
     assert found["snapshot"].trigger.interval.total_seconds() == 300
 
@@ -88,6 +88,21 @@ async def test_missing_message_content_intent_is_reported(
         await bot.load_extension("bot.cogs.listener")
     assert MESSAGE_CONTENT_WARNING in caplog.text
     assert "Developer Portal" in MESSAGE_CONTENT_WARNING
+    await bot.close()
+
+
+async def test_the_members_intent_is_asked_for_only_when_configured(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from bot.client import GuildloreBot, make_intents
+    from bot.settings import Settings
+
+    assert not make_intents().members and make_intents(members=True).members
+    assert Settings().discord_members_intent is False
+    bot = GuildloreBot(memory=None, intents=make_intents())  # type: ignore[arg-type]
+    with caplog.at_level("INFO"):
+        await bot.load_extension("bot.cogs.lifecycle")
+    assert "member_leave_policy has no effect" in caplog.text
     await bot.close()
 
 

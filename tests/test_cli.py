@@ -337,3 +337,31 @@ def test_progress_rate_stops_when_everything_is_read() -> None:
 )
 def test_fmt_duration(seconds: float, text: str) -> None:
     assert fmt_duration(seconds) == text
+
+
+# -- purge-guild -------------------------------------------------------------------------------------
+
+
+def test_purge_guild_erases_all_of_it(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "purge-guild", GUILD, "--data-dir", str(data))
+    assert code == 2 and "--yes" in err  # stdin is not a terminal: refuse rather than ask
+    code, _, err = _run(capsys, "purge-guild", "not-an-id", "--yes", "--data-dir", str(data))
+    assert code == 2 and "Discord id" in err
+
+    code, out, _ = _run(capsys, "purge-guild", GUILD, "--data-dir", str(data), "--yes", "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["rows"]["messages"] >= 1 and report["rows"]["memory_facts"] >= 1
+    assert report["journal_lines"] >= 1
+    con = sqlite.connect(data / "guildlore.sqlite3", read_only=True)
+    for table in ("messages", "memory_facts", "fact_history", "guild_settings", "guilds"):
+        n = con.execute(f"SELECT count(*) FROM {table} WHERE guild_id = ?", (GUILD,)).fetchone()[0]
+        assert n == 0, table
+    [(kind,)] = con.execute("SELECT kind FROM action_log WHERE guild_id = ?", (GUILD,)).fetchall()
+    assert kind == "guild_purged"
+    con.close()
+    for path in data.rglob("*"):
+        if path.is_file():
+            assert b"paleographer" not in path.read_bytes(), path
+    code, out, _ = _run(capsys, "search", "paleographer", "--guild", GUILD, "--data-dir", str(data))
+    assert "Dorian" not in out

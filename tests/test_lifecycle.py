@@ -328,3 +328,22 @@ async def test_a_fact_kept_by_an_edit_keeps_no_quote_of_the_old_text(make_memory
     assert report.facts_retracted == 0
     assert await facts_of(mem) == ["Alice has a red bicycle."]
     assert SECRET not in await all_text(mem)
+
+
+async def test_a_trace_that_quotes_a_deleted_message_goes_with_it(make_memory: Any) -> None:
+    mem = await make_memory(extractor=ScriptedExtractor(fn=echo_fact))
+    gone = msg(f"I hid a {SECRET} in my shed")
+    asking = msg("what did anyone hide in a shed?", author=BOB, name="Bob")
+    for m in (gone, asking):
+        assert await (await mem.ingest_message(m)).wait()
+    await mem.settle()
+    # A reply to Bob's question retrieved Alice's message itself (not a fact of it).
+    hits = [h for h in await mem.search(GUILD, SECRET, scope="messages") if h.id == gone.id]
+    assert hits
+    await mem.traces.record(GUILD, asking.channel_id, asking.id, retrieved=hits)
+
+    await mem.delete_messages(GUILD, [gone.id])
+    await mem.settle()
+
+    assert count(mem, "SELECT count(*) FROM memory_traces WHERE message_id = ?", asking.id) == 0
+    assert SECRET not in await all_text(mem)

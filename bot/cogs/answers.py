@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import discord
@@ -24,6 +24,7 @@ class Answer:
     text: str
     ephemeral: bool = True
     view: discord.ui.View | None = None
+    files: list[discord.File] = field(default_factory=list)
 
 
 def clip_answer(text: str, limit: int = ANSWER_LIMIT) -> str:
@@ -115,6 +116,8 @@ async def send_answer(interaction: discord.Interaction, answer: Answer) -> None:
         "ephemeral": answer.ephemeral,
         "allowed_mentions": NO_PINGS,
     }
+    if answer.files:
+        kwargs["files"] = answer.files
     if answer.view is not None:
         kwargs["view"] = answer.view
         if isinstance(answer.view, ConfirmView):

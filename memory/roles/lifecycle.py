@@ -1,14 +1,19 @@
 """``Memory.lifecycle``: Discord deleted or edited a message after it was ingested.
 
-Each event is applied to SQLite in one transaction first: that row is the
-durable record (a deleted message has no row left; an edited one holds the
-new text in state ``pending``, so a restart extracts it). The pipeline
-compares a message's stored text with the text it extracted from before it
-writes facts, so a job still queued or extracting when the event arrives
-writes nothing, and an edit is extracted again from the new text. An event
-that overtakes its message (not stored yet) waits for it if the queue holds
-it, and is otherwise kept in memory for ``before_ingest`` (a bounded map,
-lost on restart; Discord does not send a deleted message again).
+Each event is written to ``lifecycle_events`` when it is received and
+applied in one transaction that also rewrites its journal lines and deletes
+the event row: a crash before that commit leaves the row, and the next start
+applies it (``replay``) before it replays unfinished messages; a crash after
+it leaves nothing to do, so an event is applied exactly once. An applied
+delete leaves no row behind; an applied edit leaves the new text in state
+``pending``, so a restart extracts it. The pipeline compares a message's
+stored text with the text it extracted from before it writes facts, so a job
+still queued or extracting when the event arrives writes nothing, and an
+edit is extracted again from the new text. An event that overtakes its
+message (not stored yet) waits for it if the queue holds it (its row stays
+until then), and is otherwise kept in memory for ``before_ingest`` (a
+bounded map, lost on restart; Discord does not send a deleted message again).
+The bytes an erase frees are dropped by the debounced ``ErasureCompactor``.
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ from memory.journal import DELETED, EDITED, Journal
 from memory.models import IncomingMessage, StoredMessage
 from memory.snapshot import SnapshotRefresher
 from memory.store import lifecycle as store_lifecycle
+from memory.store import lifecycle_events as store_events
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
-from memory.store.erase import compact_erased
+from memory.store.erase import ErasureCompactor
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,10 @@ class EditReport:
     journal_lines: int = 0
 
 
+def _ids(message_ids: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(str(i) for i in message_ids if str(i)))
+
+
 class MessageLifecycle:
     def __init__(
         self,
@@ -65,6 +75,7 @@ class MessageLifecycle:
         journal: Journal,
         queue: IngestQueue,
         snapshot: SnapshotRefresher,
+        compactor: ErasureCompactor,
         cfg: IngestConfig,
         clock: Clock,
         ingesting: Callable[[], bool],
@@ -73,6 +84,7 @@ class MessageLifecycle:
         self._journal = journal
         self._queue = queue
         self._snapshot = snapshot
+        self._compactor = compactor
         self._cfg = cfg
         self._clock = clock
         self._ingesting = ingesting
@@ -115,42 +127,84 @@ class MessageLifecycle:
         journal lines become ``[deleted]``; facts they alone supported are
         retracted. Nothing is stored for ids never stored (an ingest of one
         still on its way is refused)."""
-        ids = list(dict.fromkeys(str(i) for i in message_ids if str(i)))
-        if not ids:
+        ids = _ids(message_ids)
+        event = await self.receive_delete(guild_id, ids)
+        if event is None:
             return DeleteReport(guild_id, 0, 0, 0, 0, 0)
-        counts = await self._delete_once(guild_id, ids)
+        return await self._apply_delete(event, guild_id, ids, live=True)
+
+    async def receive_delete(self, guild_id: str, message_ids: Sequence[str]) -> int | None:
+        """The first half of ``delete_messages``: the delete is recorded, to
+        be applied by ``replay`` (at the next start) if nothing applies it
+        before. The event's id; None for no ids."""
+        ids = _ids(message_ids)
+        return await self._record("delete", guild_id, ids) if ids else None
+
+    async def _record(
+        self,
+        kind: str,
+        guild_id: str,
+        ids: list[str],
+        content: str | None = None,
+        edited_at: str | None = None,
+    ) -> int:
+        now = iso(self._clock())
+        event: int = await self._db.write(
+            store_events.record_event, kind, guild_id, ids, now, content, edited_at, urgent=True
+        )
+        return event
+
+    async def _apply_delete(
+        self, event: int, guild_id: str, ids: list[str], *, live: bool
+    ) -> DeleteReport:
+        """``live``: received now (the queue may hold some of the messages);
+        otherwise replayed at start-up, before anything is queued."""
+        # The row keeps the ids not stored yet: a crash while waiting for
+        # them erases them at the next start.
+        counts = await self._delete_once(guild_id, ids, event, keep_missing=True)
         found = {g.message_id for g in counts.messages}
         missing = [i for i in ids if i not in found]
-        held = [i for i in missing if self._queue.holds(i)]
+        held = [i for i in missing if live and self._queue.holds(i)]
         for i in missing:
             if i not in held:
                 self._remember_early(i, None)
-        if held and await self._wait_for(held):
+        if held:
             # Accepted just before the delete and stored after it.
-            more = await self._delete_once(guild_id, held)
+            await self._wait_for(held)
+            more = await self._delete_once(guild_id, held, event, keep_missing=False)
             counts = store_lifecycle.DeleteCounts(
                 counts.messages + more.messages,
                 counts.facts_retracted + more.facts_retracted,
                 counts.facts_kept + more.facts_kept,
                 counts.traces + more.traces,
+                counts.journal_lines + more.journal_lines,
             )
+        elif missing:
+            await self._db.write(store_events.finish_event, event)
         if not counts.messages:
             return DeleteReport(guild_id, 0, 0, 0, 0, 0)
-        lines = await asyncio.to_thread(self._rewrite_lines, guild_id, counts.messages, None)
-        await self._snapshot.refresh_now()
+        if live:
+            await self._snapshot.refresh_now()
+        else:
+            self._snapshot.request()
         # A deleted message must leave no bytes behind either (as for forget):
-        # the database is rewritten from live content and its WAL emptied.
-        await compact_erased(self._db)
+        # the database is rewritten from live content, once per burst.
+        self._compactor.request()
         return DeleteReport(
             guild_id,
             len(counts.messages),
             counts.facts_retracted,
             counts.facts_kept,
             counts.traces,
-            lines,
+            counts.journal_lines,
         )
 
-    async def _delete_once(self, guild_id: str, ids: list[str]) -> store_lifecycle.DeleteCounts:
+    async def _delete_once(
+        self, guild_id: str, ids: list[str], event: int, *, keep_missing: bool
+    ) -> store_lifecycle.DeleteCounts:
+        """One transaction: erase the stored ``ids``, rewrite their journal
+        lines, and finish the event (with ``keep_missing``, narrow it to the
+        ids not stored, if any)."""
         now = iso(self._clock())
 
         def work(con: object) -> store_lifecycle.DeleteCounts:
@@ -169,7 +223,18 @@ class MessageLifecycle:
                         "facts_kept": counts.facts_kept,
                     },
                 )
-            return counts
+            if counts.messages:
+                store_events.owe_compaction(con, now)
+            found = {g.message_id for g in counts.messages}
+            rest = [i for i in ids if i not in found] if keep_missing else []
+            if rest:
+                store_events.narrow_event(con, event, rest)
+            else:
+                store_events.finish_event(con, event)
+            # In the transaction: a crash before its commit replays the whole
+            # event, and rewriting a line already rewritten changes nothing.
+            lines = self._rewrite_lines(guild_id, counts.messages, None)
+            return replace(counts, journal_lines=lines)
 
         result: store_lifecycle.DeleteCounts = await self._db.write(work)
         return result
@@ -191,53 +256,109 @@ class MessageLifecycle:
                 report.facts_retracted,
                 report.journal_lines,
             )
-        edit, stored = await self._edit_once(guild_id, message_id, text, edited_at)
+        event = await self._record("edit", guild_id, [message_id], text, edited_at)
+        return await self._apply_edit(event, guild_id, message_id, text, edited_at, live=True)
+
+    async def _apply_edit(
+        self,
+        event: int,
+        guild_id: str,
+        message_id: str,
+        text: str,
+        edited_at: str | None,
+        *,
+        live: bool,
+    ) -> EditReport:
+        edit, stored = await self._edit_once(guild_id, message_id, text, edited_at, event, True)
         if stored is None:
-            if not self._queue.holds(message_id):
+            if not (live and self._queue.holds(message_id)):
                 self._remember_early(message_id, text)
+                await self._db.write(store_events.finish_event, event)
                 return EditReport(guild_id, message_id, False)
             # Accepted just before the edit and stored after it.
-            if not await self._wait_for([message_id]):
-                return EditReport(guild_id, message_id, False)
-            edit, stored = await self._edit_once(guild_id, message_id, text, edited_at)
+            await self._wait_for([message_id])
+            edit, stored = await self._edit_once(
+                guild_id, message_id, text, edited_at, event, False
+            )
         if edit is None or stored is None:
             return EditReport(guild_id, message_id, False)
-        was = store_lifecycle.Gone(
-            message_id, stored.created_at, stored.author_id, stored.channel_id, edit.old_content
-        )
-        lines = await asyncio.to_thread(self._rewrite_lines, guild_id, [was], text)
         self._snapshot.request()
-        if self._ingesting():
+        # The old text's bytes go with the next rewrite of the file.
+        self._compactor.request()
+        if live and self._ingesting():
             await self._requeue(stored)
-        return EditReport(guild_id, message_id, True, edit.facts_retracted, lines)
+        return EditReport(guild_id, message_id, True, edit.facts_retracted, edit.journal_lines)
 
     async def _edit_once(
-        self, guild_id: str, message_id: str, text: str, edited_at: str | None
+        self,
+        guild_id: str,
+        message_id: str,
+        text: str,
+        edited_at: str | None,
+        event: int,
+        keep: bool,
     ) -> tuple[store_lifecycle.StoredEdit | None, StoredMessage | None]:
+        """One transaction: the edit, its journal line, and the end of the
+        event (kept when ``keep`` and the message is not stored yet: the
+        queue may hold it)."""
         now = iso(self._clock())
 
         def work(con: object) -> tuple[store_lifecycle.StoredEdit | None, StoredMessage | None]:
             edit = store_lifecycle.edit_message(
                 con, guild_id, message_id, text, ACTOR, now, is_grounded
             )
-            if edit is not None:
-                store_ops.log_action(
-                    con,
-                    "memory_message_edited",
-                    f"message {message_id} edited, retracted {edit.facts_retracted} facts",
-                    now,
-                    guild_id=guild_id,
-                    detail={
-                        "message_id": message_id,
-                        "edited_at": edited_at,
-                        "facts_retracted": edit.facts_retracted,
-                    },
-                )
-            return edit, store_messages.get_message(con, guild_id, message_id)
+            stored = store_messages.get_message(con, guild_id, message_id)
+            if not (keep and stored is None):
+                store_events.finish_event(con, event)
+            if edit is None or stored is None:
+                return edit, stored
+            store_events.owe_compaction(con, now)
+            store_ops.log_action(
+                con,
+                "memory_message_edited",
+                f"message {message_id} edited, retracted {edit.facts_retracted} facts",
+                now,
+                guild_id=guild_id,
+                detail={
+                    "message_id": message_id,
+                    "edited_at": edited_at,
+                    "facts_retracted": edit.facts_retracted,
+                },
+            )
+            was = store_lifecycle.Gone(
+                message_id, stored.created_at, stored.author_id, stored.channel_id, edit.old_content
+            )
+            lines = self._rewrite_lines(guild_id, [was], text)
+            return replace(edit, journal_lines=lines), stored
 
         result: tuple[store_lifecycle.StoredEdit | None, StoredMessage | None]
         result = await self._db.write(work)
         return result
+
+    async def replay(self) -> int:
+        """Apply the events an earlier run received and did not apply, in the
+        order they arrived (before unfinished messages are queued again: an
+        edited message is left ``pending`` for that replay). How many."""
+        if await self._db.read(store_events.compaction_owed) is not None:
+            self._compactor.request()
+        events = await self._db.read(store_events.unapplied_events)
+        for e in events:
+            try:
+                if e.kind == "delete":
+                    await self._apply_delete(e.id, e.guild_id, e.message_ids, live=False)
+                elif e.content is not None and e.message_ids:
+                    await self._apply_edit(
+                        e.id, e.guild_id, e.message_ids[0], e.content, e.edited_at, live=False
+                    )
+                else:
+                    log.warning("lifecycle event %d has no text to apply; dropped", e.id)
+                    await self._db.write(store_events.finish_event, e.id)
+            except Exception:
+                # Left in the table: the next start tries it again.
+                log.exception("could not apply the received %s event %d", e.kind, e.id)
+        if events:
+            log.info("applied %d message deletes and edits received before a restart", len(events))
+        return len(events)
 
     async def _requeue(self, stored: StoredMessage) -> None:
         # A job still holding the old text writes nothing (its text is no
@@ -253,15 +374,18 @@ class MessageLifecycle:
         """Journal lines of ``messages`` become ``[deleted]`` (``new_text``
         None) or the edited text; a line holds the text as the pipeline
         cleaned it."""
-        changed = 0
         new = None if new_text is None else self._clean(new_text)
         content = DELETED if new is None else EDITED + new
-        for m in messages:
-            texts = [t for t in (self._clean(m.content), new) if t is not None]
-            changed += self._journal.rewrite_message(
-                m.created_at, m.author_id, guild_id, m.channel_id, texts, content
+        lines = [
+            (
+                m.created_at,
+                m.author_id,
+                m.channel_id,
+                [t for t in (self._clean(m.content), new) if t is not None],
             )
-        return changed
+            for m in messages
+        ]
+        return self._journal.rewrite_messages(guild_id, lines, content) if lines else 0
 
     def _clean(self, text: str) -> str | None:
         return clean_message(text, self._cfg.clean_max_chars)

@@ -20,12 +20,17 @@ memory about the size of the database.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from memory.errors import StorageError
+from memory.store import lifecycle_events as store_events
 from memory.store.db import Database
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -59,3 +64,94 @@ async def compact_erased(db: Database) -> Compaction:
     pages = await db.exclusive(_vacuum)
     await db.exclusive(_truncate_wal, hold_reads=True)
     return Compaction(pages, time.perf_counter() - start)
+
+
+class ErasureCompactor:
+    """Debounced ``compact_erased``: a burst of erases costs one rewrite.
+
+    An erase is durable when its transaction commits (the rows are gone from
+    every query at once); its freed bytes are gone after the rewrite, which
+    runs ``delay_s`` after the first erase of a burst (later erases in the
+    window join it; the delay is not pushed back, so a steady stream of
+    deletes still gets compacted). ``flush`` runs a pending rewrite now
+    (settle, close); ``run_now`` rewrites at once (forget, purge). An erase
+    records the rewrite it is owed in its own transaction
+    (``lifecycle_events``), so one a crash kept from running is requested
+    again at the next start.
+    ``request`` must be called on the event loop's thread.
+    """
+
+    def __init__(self, db: Database, delay_s: float) -> None:
+        self._db = db
+        self._delay_s = delay_s
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.Task[None] | None = None
+        self._sleeping = False  # the timer has not started its rewrite yet
+        # Requests are numbered; a rewrite covers every request made before
+        # it started (an erase committed during it may not be covered).
+        self._requested = 0
+        self._covered = 0
+        self.runs = 0
+        self.errors = 0
+
+    @property
+    def pending(self) -> bool:
+        return self._requested > self._covered
+
+    def request(self) -> None:
+        """An erase committed: rewrite the file ``delay_s`` from now at the latest."""
+        self._requested += 1
+        if self._timer is None or self._timer.done():
+            self._timer = asyncio.get_running_loop().create_task(
+                self._after_delay(), name="erasure-compaction"
+            )
+
+    async def _after_delay(self) -> None:
+        self._sleeping = True
+        try:
+            await asyncio.sleep(self._delay_s)
+        finally:
+            self._sleeping = False
+        try:
+            await self._run(force=False)
+        except StorageError as exc:
+            log.warning("compaction after an erase failed, tried again on the next: %s", exc)
+
+    async def flush(self) -> Compaction | None:
+        """Run a pending rewrite now; None when nothing waits."""
+        self._cancel_timer()
+        return await self._run(force=False)
+
+    async def run_now(self) -> Compaction:
+        """Rewrite now, whatever is pending (an erase that wants its bytes gone
+        before it returns)."""
+        self._cancel_timer()
+        self._requested += 1
+        done = await self._run(force=True)
+        assert done is not None
+        return done
+
+    def _cancel_timer(self) -> None:
+        # A timer already rewriting is left to finish: the caller then waits
+        # for it on the lock and finds nothing pending.
+        if self._timer is not None and self._sleeping:
+            self._timer.cancel()
+            self._timer = None
+
+    async def _run(self, *, force: bool) -> Compaction | None:
+        async with self._lock:
+            if not force and not self.pending:
+                return None
+            target = self._requested
+            owed = await self._db.read(store_events.compaction_owed)
+            try:
+                done = await compact_erased(self._db)
+            except StorageError:
+                self.errors += 1
+                raise
+            if owed is not None:
+                await self._db.write(store_events.compaction_paid, owed)
+            self._covered = max(self._covered, target)
+            self.runs += 1
+            log.info("erased content compacted (%d pages) in %.2f s", done.pages, done.seconds)
+            return done

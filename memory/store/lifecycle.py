@@ -37,6 +37,7 @@ class DeleteCounts:
     facts_retracted: int
     facts_kept: int
     traces: int
+    journal_lines: int = 0  # set by the caller that rewrites the journal
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class StoredEdit:
     seq: int
     old_content: str
     facts_retracted: int
+    journal_lines: int = 0  # set by the caller that rewrites the journal
 
 
 def supported_facts(con: Any, guild_id: str, message_ids: Sequence[str]) -> dict[int, set[str]]:

@@ -325,8 +325,9 @@ def search_messages_fts(
 
 def erase_messages(con: Any, guild_id: str, ids: Sequence[str], seqs: Sequence[int]) -> int:
     """Erase messages of one guild (ids, with their inbox ``seqs``): their vectors,
-    the traces of replies to them or by them, their links in the fact history,
-    and the rows (FTS follows by trigger). Returns the traces deleted."""
+    the traces of replies to them or by them and the traces that quote them
+    (another reply retrieved them), their links in the fact history, and the
+    rows (FTS follows by trigger). Returns the traces deleted."""
     for part in chunks(list(seqs)):
         delete_message_vectors_index(con, part)
         con.execute(f"DELETE FROM message_vectors WHERE message_seq IN ({marks(len(part))})", part)
@@ -335,8 +336,9 @@ def erase_messages(con: Any, guild_id: str, ids: Sequence[str], seqs: Sequence[i
         held = marks(len(chunk))
         traces += con.execute(
             f"DELETE FROM memory_traces WHERE guild_id = ? AND (message_id IN ({held}) "
-            f"OR reply_id IN ({held}))",
-            [guild_id, *chunk, *chunk],
+            f"OR reply_id IN ({held}) OR (fact_id IS NULL AND CASE WHEN "
+            f"json_valid(score_parts) THEN json_extract(score_parts, '$.ref') END IN ({held})))",
+            [guild_id, *chunk, *chunk, *chunk],
         ).rowcount
         con.execute(
             f"UPDATE fact_history SET source_message_id = NULL WHERE guild_id = ? "

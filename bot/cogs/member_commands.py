@@ -1,0 +1,194 @@
+"""A member's own data under ``/memory``: ``about-me``, ``export-me``,
+``correct`` and ``forget-fact``. Every answer is ephemeral; changes are in
+the history as ``user:<id>``.
+
+The commands join the ``/memory`` group that ``bot.cogs.memory_commands``
+declares (``bot.cogs.groups``). As there, the bodies are plain async
+functions returning an ``Answer`` (dpytest does not dispatch app commands);
+the engine decides what a member may see and change (``Memory.members``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.client import GuildloreBot
+from bot.cogs.answers import Answer, answer_command_error, fit_lines, guild_member, send_answer
+from bot.cogs.groups import join_group, leave_group
+from bot.convert import visible_channel_ids
+from memory import (
+    InvalidInput,
+    MemberFact,
+    MemberRecord,
+    Memory,
+    NotYours,
+    export_json,
+    export_markdown,
+)
+
+GROUP = "memory"
+CHOICE_MAX = 100  # Discord's limit for a choice's name
+
+
+def _fact_line(f: MemberFact) -> str:
+    line = f"• {f.fact} — conf {f.confidence:.2f}, {f.updated_at[:10]}"
+    if not f.active:
+        line += " (archived)"
+    if f.channel_id:
+        line += f", in <#{f.channel_id}>"
+    if f.evidence:
+        quote = " ".join(f.evidence.split())[:100]
+        line += f', from your message: "{quote}"'
+    return line
+
+
+def about_me_text(record: MemberRecord) -> str:
+    counts = ", ".join(f"<#{c}>: {n}" for c, n in record.message_counts.items())
+    head = (
+        f"**What I keep about you here:** {len(record.facts)} facts; "
+        f"your stored messages: {record.messages_total}" + (f" ({counts})" if counts else "")
+    )
+    lines = [_fact_line(f) for f in record.facts]
+    tail = ""
+    if record.hidden_facts:
+        tail = f"({record.hidden_facts} more facts from channels you can't read)\n"
+    tail += (
+        "`/memory export-me` sends you a copy; `/memory correct` and `/memory forget-fact` "
+        "change one fact; `/memory forget-me` erases everything."
+    )
+    return fit_lines(head, lines, tail)
+
+
+async def about_me_answer(memory: Memory, guild: discord.Guild, member: discord.Member) -> Answer:
+    record = await memory.members.about(
+        str(guild.id), str(member.id), visible_channel_ids(guild, member)
+    )
+    return Answer(about_me_text(record))
+
+
+async def export_me_answer(memory: Memory, guild: discord.Guild, member: discord.Member) -> Answer:
+    export = await memory.members.export(
+        str(guild.id), str(member.id), visible_channel_ids(guild, member)
+    )
+    as_json = await asyncio.to_thread(export_json, export)
+    as_markdown = await asyncio.to_thread(export_markdown, export)
+    stem = f"guildlore-{guild.id}-{member.id}"
+    files = [
+        discord.File(io.BytesIO(as_json.encode("utf-8")), filename=f"{stem}.json"),
+        discord.File(io.BytesIO(as_markdown.encode("utf-8")), filename=f"{stem}.md"),
+    ]
+    record = export.record
+    return Answer(
+        f"Everything I keep about you here: {len(record.facts)} facts and "
+        f"{len(export.messages)} of your messages, as JSON and as Markdown.",
+        files=files,
+    )
+
+
+def _fact_id(value: str) -> int | None:
+    value = value.strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else None
+
+
+async def correct_answer(
+    memory: Memory, guild: discord.Guild, member: discord.Member, fact: str, text: str
+) -> Answer:
+    fact_id = _fact_id(fact)
+    if fact_id is None:
+        return Answer("Pick one of your facts from the list.")
+    try:
+        changed = await memory.members.correct(
+            str(guild.id), str(member.id), fact_id, text, visible_channel_ids(guild, member)
+        )
+    except NotYours:
+        return Answer("You can only correct facts about yourself.")
+    except InvalidInput as exc:
+        return Answer(f"Not changed: {exc}")
+    return Answer(f"Corrected. I now remember: {changed.fact}")
+
+
+async def forget_fact_answer(
+    memory: Memory, guild: discord.Guild, member: discord.Member, fact: str
+) -> Answer:
+    fact_id = _fact_id(fact)
+    if fact_id is None:
+        return Answer("Pick one of your facts from the list.")
+    try:
+        gone = await memory.members.forget_fact(
+            str(guild.id), str(member.id), fact_id, visible_channel_ids(guild, member)
+        )
+    except NotYours:
+        return Answer("You can only make me forget facts about yourself.")
+    return Answer(f"Forgotten: {gone.fact}")
+
+
+async def fact_choices(
+    memory: Memory, guild: discord.Guild, member: discord.Member, current: str
+) -> list[app_commands.Choice[str]]:
+    """Autocomplete: the member's own current facts they can see, nothing else."""
+    facts = await memory.members.own_facts(
+        str(guild.id), str(member.id), visible_channel_ids(guild, member), current[:100]
+    )
+    return [app_commands.Choice(name=f.fact[:CHOICE_MAX], value=str(f.id)) for f in facts]
+
+
+class MemberCommands(commands.Cog):
+    def __init__(self, bot: GuildloreBot) -> None:
+        self.bot = bot
+        self._joined: list[str] = []
+
+    async def cog_load(self) -> None:
+        self._joined = join_group(self.bot, self, GROUP)
+
+    async def cog_unload(self) -> None:
+        leave_group(self.bot, GROUP, self._joined)
+
+    @property
+    def memory(self) -> Memory:
+        return self.bot.memory
+
+    @app_commands.command(name="about-me", description="What I keep about you, with sources")
+    async def about_me(self, interaction: discord.Interaction) -> None:
+        guild, member = guild_member(interaction)
+        await send_answer(interaction, await about_me_answer(self.memory, guild, member))
+
+    @app_commands.command(name="export-me", description="A copy of what I keep about you")
+    async def export_me(self, interaction: discord.Interaction) -> None:
+        guild, member = guild_member(interaction)
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        await send_answer(interaction, await export_me_answer(self.memory, guild, member))
+
+    @app_commands.command(name="correct", description="Correct a fact about you")
+    @app_commands.describe(fact="One of your facts", text="What is true instead")
+    async def correct(self, interaction: discord.Interaction, fact: str, text: str) -> None:
+        guild, member = guild_member(interaction)
+        await send_answer(interaction, await correct_answer(self.memory, guild, member, fact, text))
+
+    @app_commands.command(name="forget-fact", description="Forget one fact about you")
+    @app_commands.describe(fact="One of your facts")
+    async def forget_fact(self, interaction: discord.Interaction, fact: str) -> None:
+        guild, member = guild_member(interaction)
+        await send_answer(interaction, await forget_fact_answer(self.memory, guild, member, fact))
+
+    @correct.autocomplete("fact")
+    @forget_fact.autocomplete("fact")
+    async def _own_facts(
+        self, interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        guild, member = guild_member(interaction)
+        return await fact_choices(self.memory, guild, member, current)
+
+    async def cog_app_command_error(
+        self, interaction: discord.Interaction, error: app_commands.AppCommandError
+    ) -> None:
+        await answer_command_error(interaction, error)
+
+
+async def setup(bot: commands.Bot) -> None:
+    assert isinstance(bot, GuildloreBot)
+    await bot.add_cog(MemberCommands(bot))
