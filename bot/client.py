@@ -26,6 +26,7 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "bot.cogs.lifecycle",
     "bot.cogs.replies",
     "bot.cogs.memory_commands",
+    "bot.cogs.consent",
     "bot.cogs.voice",
 )
 

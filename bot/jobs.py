@@ -5,6 +5,8 @@
   after a crash or a model change);
 * action log pruning every hour (first a minute after start), by the
   retention in ``memory.config.action_log``;
+* consent expiry every 15 minutes: sensitive facts a member left unanswered
+  for 7 days are dropped (``Memory.consent.expire``);
 * the daily journal roll-over check, just after midnight in the configured
   time zone: the journal folder must still be writable, and MEMORY.md is
   regenerated so its highlights and source list move to the new day.
@@ -81,6 +83,13 @@ class Jobs:
             **common,
         )
         sched.add_job(
+            self._wrap("consent_expiry", self.expire_consent),
+            IntervalTrigger(minutes=15, start_date=datetime.now(UTC) + timedelta(seconds=30)),
+            id="consent_expiry",
+            name="consent queue expiry",
+            **common,
+        )
+        sched.add_job(
             self._wrap("journal_rollover", self.journal_rollover),
             CronTrigger(hour=0, minute=0, second=30, timezone=self.timezone),
             id="journal_rollover",
@@ -143,6 +152,9 @@ class Jobs:
         deleted = await self.memory.admin.prune_action_log()
         if deleted:
             log.info("pruned %d action log rows", deleted)
+
+    async def expire_consent(self) -> None:
+        await self.memory.consent.expire()
 
     async def journal_rollover(self) -> None:
         folder = self.memory.config.journal_dir

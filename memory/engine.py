@@ -3,9 +3,10 @@
 It owns the database, the ingest queue and its workers, the journal, the
 snapshot refresher and the embedding worker, and exposes ingest, retrieval,
 lore, forget, the snapshot and the journal as async methods. The operator's
-side is composed, one object per concern: ``facts``, ``traces``, ``guilds``
-and ``admin`` (memory/roles/), ``sessions`` (dashboard logins) and ``inbox``
-(the durable inbox: unfinished and failed messages).
+side is composed, one object per concern: ``facts``, ``traces``, ``guilds``,
+``admin`` and ``consent`` (sensitive facts waiting for a member's answer)
+(memory/roles/), ``sessions`` (dashboard logins) and ``inbox`` (the durable
+inbox: unfinished and failed messages).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from memory.embed.service import EmbeddingService
 from memory.errors import InvalidInput
 from memory.extract.base import Extractor
 from memory.extract.guards import normalise_lore_line
+from memory.extract.sensitivity import classifier_for
 from memory.guild_settings import GuildSettingsCache
+from memory.ingest.consent_gate import SensitiveGate
 from memory.ingest.inbox import Inbox
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
@@ -44,6 +47,7 @@ from memory.models import (
     StoredMessage,
 )
 from memory.roles.admin import AdminOps, SearchStats
+from memory.roles.consent import ConsentOps
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
@@ -90,6 +94,7 @@ class Memory:
             self.db, self.journal, config.snapshot, config.journal_dir / SNAPSHOT_NAME, clock
         )
         self.snapshot = SnapshotRefresher(self._snapshot_file.write, config.snapshot.debounce_s)
+        gate = SensitiveGate(classifier_for(extractor))
         self.pipeline = BatchProcessor(
             db=self.db,
             journal=self.journal,
@@ -99,6 +104,7 @@ class Memory:
             embeddings=self.embeddings,
             settings=self.guilds.settings_cache,
             on_memory_changed=self.snapshot.request,
+            gate=gate,
         )
         self.inbox = Inbox(self.db, config.ingest, clock)
         self.queue = IngestQueue(config.ingest, inbox=self.inbox, process=self.pipeline)
@@ -106,6 +112,9 @@ class Memory:
         self._search_stats = SearchStats()
         self.facts = FactOps(self.db, self.embeddings, self.snapshot, clock)
         self.traces = TraceOps(self.db, clock)
+        self.consent = ConsentOps(
+            self.db, self.embeddings, self.snapshot, config.ingest, clock, gate.stats
+        )
         self.admin = AdminOps(
             db=self.db,
             config=config,

@@ -13,6 +13,9 @@ from memory.store import ops as store_ops
 from memory.store.db import Database
 
 REPLY_MODES = ("mention", "mention_or_reply", "off")
+# What happens to an extracted fact about a member in a special category
+# (health, religion, …): ask the member first, never keep it, or keep it.
+SENSITIVE_MODES = ("ask", "never", "store")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,15 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
     ),
     SettingSpec("excluded_channels", "ids", (), "Channel ids whose messages are never ingested."),
     SettingSpec("ingest_bots", "bool", True, "Ingest messages of other bots."),
+    SettingSpec(
+        "sensitive_facts",
+        "choice",
+        "ask",
+        "Facts about a member's health, sexuality, religion, politics, ethnicity, finances, "
+        "legal matters, address, contact details or age: ask the member first (kept 7 days "
+        "for their answer), never keep them, or store them like any fact.",
+        SENSITIVE_MODES,
+    ),
 )
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
 
@@ -55,6 +67,7 @@ class GuildSettings:
     embedding_model: str | None = None
     excluded_channels: frozenset[str] = frozenset()
     ingest_bots: bool = True
+    sensitive_facts: str = "ask"
 
 
 def parse_guild_setting(key: str, raw: str | None) -> str | None:
@@ -102,6 +115,9 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
             v for v in (stored.get("excluded_channels") or "").split(",") if v
         ),
         ingest_bots=flag("ingest_bots", True),
+        sensitive_facts=(
+            stored["sensitive_facts"] if stored.get("sensitive_facts") in SENSITIVE_MODES else "ask"
+        ),
     )
 
 

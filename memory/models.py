@@ -248,3 +248,24 @@ class IngestOutcome:
         if self.done is None:
             return False
         return bool(await self.done)
+
+
+@dataclass(frozen=True)
+class PendingFact:
+    """A sensitive fact about a member that waits for their consent (text
+    kept only until it is decided or expires)."""
+
+    id: int
+    guild_id: str
+    user_id: str
+    channel_id: str | None
+    message_id: str
+    fact: str
+    fact_type: str
+    evidence_text: str | None
+    confidence: float
+    category: str
+    observed_at: str | None
+    created_at: str
+    expires_at: str
+    prompted_at: str | None
