@@ -4,9 +4,10 @@ It owns the database, the ingest queue and its workers, the journal, the
 snapshot refresher and the embedding worker, and exposes ingest, retrieval,
 lore, forget, the snapshot and the journal as async methods. The operator's
 side is composed, one object per concern: ``facts``, ``traces``, ``guilds``,
-``admin`` and ``consent`` (sensitive facts waiting for a member's answer)
-(memory/roles/), ``sessions`` (dashboard logins) and ``inbox`` (the durable
-inbox: unfinished and failed messages).
+``admin``, ``consent`` (sensitive facts waiting for a member's answer) and
+``pins`` (pinned messages as canon lore) (memory/roles/), ``sessions``
+(dashboard logins) and ``inbox`` (the durable inbox: unfinished and failed
+messages).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from memory.roles.consent import ConsentOps
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
+from memory.roles.pins import PinOps
 from memory.roles.traces import TraceOps
 from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
@@ -114,6 +116,9 @@ class Memory:
         self.traces = TraceOps(self.db, clock)
         self.consent = ConsentOps(
             self.db, self.embeddings, self.snapshot, config.ingest, clock, gate.stats
+        )
+        self.pins = PinOps(
+            self.db, self.embeddings, self.snapshot, self.guilds.settings_cache, clock
         )
         self.admin = AdminOps(
             db=self.db,

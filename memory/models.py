@@ -11,8 +11,17 @@ from typing import Any, Literal, NamedTuple
 
 LORE_SUBJECT = "__lore__"
 
-FactType = Literal["preference", "profile", "relationship", "project", "other", "lore"]
-FACT_TYPES: tuple[str, ...] = ("preference", "profile", "relationship", "project", "other", "lore")
+# "canon": server lore a pinned message made, ranked above chat-extracted facts.
+FactType = Literal["preference", "profile", "relationship", "project", "other", "lore", "canon"]
+FACT_TYPES: tuple[str, ...] = (
+    "preference",
+    "profile",
+    "relationship",
+    "project",
+    "other",
+    "lore",
+    "canon",
+)
 MessageSource = Literal["text", "voice", "import"]
 SearchScope = Literal["facts", "messages", "all"]
 HistoryEvent = Literal["add", "update", "archive", "restore", "supersede", "delete", "forget"]
@@ -152,6 +161,8 @@ class ScoreParts:
     statement: float = 0.0
     # 1 when every fact taken from the message has since been superseded.
     superseded: float = 0.0
+    # Facts only: 1 for canon lore (a pinned message), which ranks higher.
+    canon: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -166,6 +177,7 @@ class ScoreParts:
             "date": self.date,
             "statement": self.statement,
             "superseded": self.superseded,
+            "canon": self.canon,
             "combined": self.combined,
             "passed": self.passed,
         }
