@@ -107,6 +107,7 @@ async def test_ask_queues_then_accept_stores(make_memory: Any) -> None:
         ("Alice is a practising Catholic.", "religion", msg.id)
     ]
     assert mem.pipeline.gate.stats.queued == 1
+    assert mem.admin.counters()["sensitive_queued"] == 1
     # Only the member's own queue: another member sees nothing, and cannot decide it.
     assert await mem.consent.pending(GUILD, "399999999999999999") == []
     assert await mem.consent.accept(GUILD, "399999999999999999", pending[0].id) is None
@@ -183,6 +184,7 @@ async def test_never_drops_and_counts(make_memory: Any) -> None:
     assert await facts(mem) == ["Alice loves hiking in the Alps."]
     assert await mem.consent.pending(GUILD, ALICE) == []
     assert mem.pipeline.gate.stats.dropped == 1
+    assert mem.admin.counters()["sensitive_dropped"] == 1
     (row,) = raw_rows(mem, "SELECT detail FROM action_log WHERE kind = 'memory_sensitive'")
     assert json.loads(row[0])["dropped"] == 1 and "Catholic" not in row[0]
 

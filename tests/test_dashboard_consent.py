@@ -3,6 +3,7 @@ pending texts (they belong to the member they are about)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aiohttp.test_utils import TestServer
@@ -31,5 +32,7 @@ async def test_consent_queue_counts_without_texts(make_memory: Any, aiohttp_clie
         assert "Catholic" not in page, path
     guild_page = await (await client.get(f"/guilds/{GUILD}")).text()
     assert "1 sensitive fact wait" in guild_page and "religion 1" in guild_page
+    metrics = await (await client.get("/metrics")).text()
+    assert re.search(r"sensitive_queued_total(\{[^}]*\})? 1\b", metrics), metrics[:500]
     actions = await (await client.get("/activity", params={"guildId": GUILD})).text()
     assert "memory_sensitive" in actions and "Catholic" not in actions
