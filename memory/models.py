@@ -42,6 +42,11 @@ class IncomingMessage:
     source: MessageSource = "text"
     is_bot: bool = False
     reply_to_id: str | None = None
+    # When the message was last edited (ISO-8601 UTC), as an export says: its
+    # journal line is marked edited.
+    edited_at: str | None = None
+    # Pinned in its channel when exported (an import makes it canon lore).
+    pinned: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class StoredMessage:
     is_bot: bool
     state: str
     reply_to_id: str | None = None
+    edited_at: str | None = None
 
     def to_incoming(self) -> IncomingMessage:
         """The message as an adapter handed it in (for processing it again)."""
@@ -71,6 +77,7 @@ class StoredMessage:
             source=self.source,  # type: ignore[arg-type]  # the table's CHECK keeps it one
             is_bot=self.is_bot,
             reply_to_id=self.reply_to_id,
+            edited_at=self.edited_at,
         )
 
 

@@ -38,7 +38,7 @@ from memory.ingest.consent_gate import BatchLabels, Route, SensitiveGate
 from memory.ingest.decision import DECISION_KINDS, DecisionKind, decide
 from memory.ingest.jobs import Job, extraction_done, wait_written
 from memory.ingest.retry import RetryPolicy, quarantine
-from memory.journal import Journal
+from memory.journal import EDITED, Journal
 from memory.models import Candidate, Fact
 from memory.store import fact_decision
 from memory.store import facts as store
@@ -236,6 +236,8 @@ class BatchProcessor:
         broken: dict[str, str] = {}
         for job, text in todo:
             m = job.msg
+            if m.edited_at:
+                text = EDITED + text
             line = (m.created_at, m.author_name, m.author_id, m.guild_id or "", m.channel_id, text)
             try:
                 if job.resumed:
