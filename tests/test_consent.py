@@ -273,3 +273,12 @@ async def test_store_mode_makes_no_label_call(make_memory: Any, fake_openai: Fak
     await say(mem, "I have diabetes.")
     assert await facts(mem) == ["Alice has diabetes."]
     assert len(fake_openai.chat_requests()) == 1
+
+
+async def test_benchmark_ingest_keeps_sensitive_facts(local_embedder: Any, tmp_path: Any) -> None:
+    from evals.common import ingest, offline_memory
+
+    async with offline_memory(data_dir=tmp_path / "bench", embedder=local_embedder) as mem:
+        await ingest(mem, [message(SENSITIVE)])
+        assert await facts(mem) == ["Alice is a practising Catholic."]
+        assert await mem.consent.pending(GUILD, ALICE) == []

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from memory.clock import iso, parse_iso
 from memory.extract.guards import filter_candidates
-from memory.extract.sensitivity import SensitivityClassifier, classify_text
+from memory.extract.sensitivity import KeywordClassifier, SensitivityClassifier, classify_text
 from memory.models import Candidate, IncomingMessage
 from memory.store import consent as store_consent
 from memory.store.ops import log_action
@@ -58,7 +58,8 @@ class SensitiveGate:
         self, mode: str, items: Sequence[tuple[Sequence[Candidate], str | None, str]]
     ) -> BatchLabels:
         """``items``: (candidates, cleaned text, author) per message."""
-        if mode == "store":
+        if mode == "store" or isinstance(self.classifier, KeywordClassifier):
+            # The word lists need no I/O: ``route`` applies them per candidate.
             return BatchLabels(mode)
         accepted: dict[str, str] = {}
         for cands, cleaned, author in items:
