@@ -49,9 +49,6 @@ class Pins(commands.Cog):
     async def _pin(self, guild_id: str, payload: discord.RawMessageUpdateEvent) -> None:
         data: Any = payload.data
         content = data.get("content")
-        cached = payload.cached_message
-        if not isinstance(content, str) and cached is not None:
-            content = cached.content
         if not isinstance(content, str):
             log.info("pinned message %s arrived without its text", payload.message_id)
             return
