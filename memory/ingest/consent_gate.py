@@ -2,9 +2,11 @@
 in a special category (``memory.extract.sensitivity``) is stored, queued for
 the member's consent or dropped, as the guild's ``sensitive_facts`` says.
 
-Labels are computed once per batch, before its write transactions (the LLM
-label call is I/O and must not run inside one): only for the candidates the
-guards accept, and not at all when the guild stores sensitive facts anyway.
+With the LLM classifier, labels are computed once per batch, before its
+write transactions (the label call is I/O and must not run inside one), only
+for the candidates the guards accept, and not at all when the guild stores
+sensitive facts anyway. The offline word lists need no I/O: ``route``
+applies them to each accepted candidate inside the write.
 """
 
 from __future__ import annotations
