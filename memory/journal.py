@@ -349,8 +349,14 @@ class Journal:
         message, ``EDITED`` + text for an edit). The line is known by the
         message's time, author, guild, channel and its journaled text, one of
         ``texts``. A line for it appended later (it was still queued) gets
-        ``content`` too. Returns the number of lines changed."""
-        keys = {message_key(msg_time_iso, author_id, guild_id, channel_id, t) for t in texts}
+        ``content`` too. A line already marked edited (an earlier edit, or an
+        import of a message edited before) is found too. Returns the number of
+        lines changed."""
+        keys = {
+            message_key(msg_time_iso, author_id, guild_id, channel_id, prefix + t)
+            for t in texts
+            for prefix in ("", EDITED)
+        }
         path = self.path_for(self.day_of(msg_time_iso))
         with self._lock:
             for key in keys:

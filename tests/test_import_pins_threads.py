@@ -182,3 +182,43 @@ def test_a_list_of_dce_exports_is_still_refused(tmp_path: Path) -> None:
     path = write(tmp_path / "list.json", [export])
     with pytest.raises(ImportFormatError, match="list of DiscordChatExporter exports"):
         list(iter_export(path))
+
+
+async def test_an_imported_edited_message_deleted_later_leaves_no_line(
+    make_memory: Any, tmp_path: Path
+) -> None:
+    export = {
+        "guild": {"id": GUILD, "name": "Raiders"},
+        "channel": {"id": CHANNEL, "type": "GuildTextChat", "name": "general"},
+        "messages": [
+            dce_message(
+                "880000000000000001",
+                "I love hiking with my zanzibarquokka.",
+                timestampEdited="2024-05-01T11:30:00+00:00",
+            )
+        ],
+    }
+    mem = await make_memory(embeddings="none")
+    await import_files(mem, [write(tmp_path / "dce.json", export)])
+    assert "(edited) I love hiking with my zanzibarquokka." in journal(mem)
+    await mem.delete_messages(GUILD, ["880000000000000001"])
+    assert "zanzibarquokka" not in journal(mem) and "[deleted]" in journal(mem)
+
+
+async def test_a_message_edited_twice_keeps_one_line_with_the_last_text(
+    make_memory: Any, tmp_path: Path
+) -> None:
+    export = {
+        "guild": {"id": GUILD, "name": "Raiders"},
+        "channel": {"id": CHANNEL, "type": "GuildTextChat", "name": "general"},
+        "messages": [dce_message("880000000000000002", "I love hiking in the Alps.")],
+    }
+    mem = await make_memory(embeddings="none")
+    await import_files(mem, [write(tmp_path / "dce.json", export)])
+    await mem.edit_message(GUILD, "880000000000000002", "I love sailing on lakes.")
+    await mem.settle()
+    await mem.edit_message(GUILD, "880000000000000002", "I love climbing in Fontainebleau.")
+    await mem.settle()
+    text = journal(mem)
+    assert "(edited) I love climbing in Fontainebleau." in text
+    assert "sailing" not in text and "hiking" not in text
