@@ -27,6 +27,8 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "bot.cogs.replies",
     "bot.cogs.memory_commands",
     "bot.cogs.member_commands",  # joins /memory: after memory_commands
+    "bot.cogs.consent",
+    "bot.cogs.pins",
     "bot.cogs.voice",
 )
 

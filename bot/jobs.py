@@ -9,6 +9,8 @@
   minute after start): the forget of members and the purge of guilds whose
   leave timers are due (``memory.retention``; the timers live in the
   database, so a restart loses none);
+* consent expiry every 15 minutes: sensitive facts a member left unanswered
+  for 7 days are dropped (``Memory.consent.expire``);
 * the daily journal roll-over check, just after midnight in the configured
   time zone: the journal folder must still be writable, and MEMORY.md is
   regenerated so its highlights and source list move to the new day.
@@ -100,6 +102,13 @@ class Jobs:
             **common,
         )
         sched.add_job(
+            self._wrap("consent_expiry", self.expire_consent),
+            IntervalTrigger(minutes=15, start_date=datetime.now(UTC) + timedelta(seconds=30)),
+            id="consent_expiry",
+            name="consent queue expiry",
+            **common,
+        )
+        sched.add_job(
             self._wrap("journal_rollover", self.journal_rollover),
             CronTrigger(hour=0, minute=0, second=30, timezone=self.timezone),
             id="journal_rollover",
@@ -172,6 +181,9 @@ class Jobs:
                 len(done.purged),
                 done.cancelled,
             )
+
+    async def expire_consent(self) -> None:
+        await self.memory.consent.expire()
 
     async def journal_rollover(self) -> None:
         folder = self.memory.config.journal_dir

@@ -43,6 +43,9 @@ ACTION_KINDS = (
     "memory_extract_call",
     "memory_extract_error",
     "memory_guard_reject",
+    "memory_sensitive",
+    "memory_consent",
+    "memory_canon",
     "memory_embedding_call",
     "memory_embedding_error",
     "memory_trace",
@@ -83,9 +86,20 @@ def guild_label(row: Mapping[str, Any]) -> str:
 
 
 async def guild_rows(mem: Memory) -> list[dict[str, Any]]:
+    """Each guild's counts, with its consent queue as numbers per category
+    (the pending texts are the members' own, never shown here)."""
     rows = []
+    consent = await mem.consent.counts()
     for g in await mem.guilds.overview():
-        rows.append({**g, "label": guild_label(g)})
+        pending = consent.get(str(g["guild_id"]), {})
+        rows.append(
+            {
+                **g,
+                "label": guild_label(g),
+                "consent_pending": sum(pending.values()),
+                "consent_by_category": dict(sorted(pending.items())),
+            }
+        )
     return rows
 
 

@@ -47,6 +47,21 @@ _COUNTERS: dict[str, tuple[str, str, str]] = {
         "counter",
         "Candidates the injection and secret checks refused.",
     ),
+    "sensitive_queued": (
+        "sensitive_queued_total",
+        "counter",
+        "Sensitive facts queued for the member's consent (sensitive_facts = ask).",
+    ),
+    "sensitive_dropped": (
+        "sensitive_dropped_total",
+        "counter",
+        "Sensitive facts dropped (sensitive_facts = never).",
+    ),
+    "sensitive_stored": (
+        "sensitive_stored_total",
+        "counter",
+        "Sensitive facts stored without asking (sensitive_facts = store).",
+    ),
     "candidates_rejected": (
         "candidates_rejected_total",
         "counter",

@@ -32,12 +32,13 @@ NOTICES = {
     "refreshed": "Snapshot regenerated.",
     "unchanged": "Nothing to change.",
 }
-TYPE_ORDER = ("profile", "preference", "relationship", "project", "lore", "other")
+TYPE_ORDER = ("profile", "preference", "relationship", "project", "canon", "lore", "other")
 TYPE_LABELS = {
     "profile": "Profile",
     "preference": "Preferences",
     "relationship": "Relationships",
     "project": "Projects",
+    "canon": "Canon (pinned)",
     "lore": "Lore",
     "other": "Other",
 }

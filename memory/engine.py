@@ -5,9 +5,11 @@ snapshot refresher and the embedding worker, and exposes ingest, retrieval,
 lore, forget, the snapshot and the journal as async methods. The operator's
 side is composed, one object per concern: ``facts``, ``traces``, ``guilds``,
 ``procedures``, ``admin``, ``members`` (a member's own view and corrections),
-``lifecycle`` (Discord's deletes and edits) and ``retention`` (leave policies,
-guild purge) (memory/roles/), ``sessions`` (dashboard logins) and ``inbox``
-(the durable inbox: unfinished and failed messages).
+``lifecycle`` (Discord's deletes and edits), ``retention`` (leave policies,
+guild purge), ``consent`` (sensitive facts waiting for a member's answer) and
+``pins`` (pinned messages as canon lore) (memory/roles/), ``sessions``
+(dashboard logins) and ``inbox`` (the durable inbox: unfinished and failed
+messages).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from memory.embed.service import EmbeddingService
 from memory.errors import InvalidInput
 from memory.extract.base import Extractor
 from memory.extract.guards import normalise_lore_line
+from memory.extract.sensitivity import classifier_for
 from memory.guild_settings import GuildSettingsCache
+from memory.ingest.consent_gate import SensitiveGate
 from memory.ingest.inbox import Inbox
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
@@ -47,10 +51,12 @@ from memory.models import (
 )
 from memory.retrieval.filters import FactFilter, consumer_filter
 from memory.roles.admin import AdminOps, SearchStats
+from memory.roles.consent import ConsentOps
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
 from memory.roles.members import MemberData
+from memory.roles.pins import PinOps
 from memory.roles.procedures import ProcedureOps
 from memory.roles.retention import Retention
 from memory.roles.traces import TraceOps
@@ -98,6 +104,7 @@ class Memory:
         )
         self.snapshot = SnapshotRefresher(self._snapshot_file.write, config.snapshot.debounce_s)
         self.compactor = ErasureCompactor(self.db, config.compaction_delay_s)
+        gate = SensitiveGate(classifier_for(extractor))
         self.pipeline = BatchProcessor(
             db=self.db,
             journal=self.journal,
@@ -107,6 +114,7 @@ class Memory:
             embeddings=self.embeddings,
             settings=self.guilds.settings_cache,
             on_memory_changed=self.snapshot.request,
+            gate=gate,
         )
         self.inbox = Inbox(self.db, config.ingest, clock)
         self.queue = IngestQueue(config.ingest, inbox=self.inbox, process=self.pipeline)
@@ -116,6 +124,12 @@ class Memory:
         self.members = MemberData(self.db, self.facts, self.compactor, clock)
         self.traces = TraceOps(self.db, clock)
         self.procedures = ProcedureOps(self.db, clock)
+        self.consent = ConsentOps(
+            self.db, self.embeddings, self.snapshot, config.ingest, clock, gate.stats
+        )
+        self.pins = PinOps(
+            self.db, self.embeddings, self.snapshot, self.guilds.settings_cache, clock
+        )
         self.admin = AdminOps(
             db=self.db,
             config=config,

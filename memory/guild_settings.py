@@ -20,6 +20,9 @@ REPLY_MODES = ("mention", "mention_or_reply", "off")
 KEEP = "keep"
 RETENTION_MAX_DAYS = 3650
 _RETENTION = re.compile(r"^(?P<action>[a-z]+)\s*:\s*(?P<days>\d{1,5})\s*d?$")
+# What happens to an extracted fact about a member in a special category
+# (health, religion, …): ask the member first, never keep it, or keep it.
+SENSITIVE_MODES = ("ask", "never", "store")
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,15 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
         "of it 30 days later unless the bot is added back first).",
         ("purge",),
     ),
+    SettingSpec(
+        "sensitive_facts",
+        "choice",
+        "ask",
+        "Facts about a member's health, sexuality, religion, politics, ethnicity, finances, "
+        "legal matters, address, contact details or age: ask the member first (kept 7 days "
+        "for their answer), never keep them, or store them like any fact.",
+        SENSITIVE_MODES,
+    ),
 )
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
 
@@ -124,6 +136,7 @@ class GuildSettings:
     api_memory_types: frozenset[str] = DEFAULT_ALLOWLISTS["api"]
     member_leave_policy: str = KEEP
     guild_leave_policy: str = KEEP
+    sensitive_facts: str = "ask"
 
     def allowed_types(self, consumer: str) -> frozenset[str]:
         """The memory types ``consumer`` (replies, voice, tool, api) may see."""
@@ -239,6 +252,9 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
         api_memory_types=types("api_memory_types", "api"),
         member_leave_policy=stored.get("member_leave_policy") or KEEP,
         guild_leave_policy=stored.get("guild_leave_policy") or KEEP,
+        sensitive_facts=(
+            stored["sensitive_facts"] if stored.get("sensitive_facts") in SENSITIVE_MODES else "ask"
+        ),
     )
 
 

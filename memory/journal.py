@@ -373,13 +373,18 @@ class Journal:
         """Replace the lines of messages (time, author, channel, texts) with
         ``content`` (``DELETED`` for deleted messages, ``EDITED`` + text for an
         edit). A line is known by the message's time, author, guild, channel
-        and its journaled text, one of its ``texts``. A line for one appended
+        and its journaled text, one of its ``texts`` (a line already marked
+        edited, by an earlier edit or an import, is found too). A line for one appended
         later (it was still queued) gets ``content`` too. Each day file is
         rewritten once. Returns the number of lines changed."""
         by_path: dict[Path, set[tuple[str, str, str, str, str]]] = {}
         for when, author_id, channel_id, texts in messages:
             keys = by_path.setdefault(self.path_for(self.day_of(when)), set())
-            keys.update(message_key(when, author_id, guild_id, channel_id, t) for t in texts)
+            keys.update(
+                message_key(when, author_id, guild_id, channel_id, prefix + t)
+                for t in texts
+                for prefix in ("", EDITED)
+            )
         changed = 0
         with self._lock:
             for keys in by_path.values():

@@ -11,8 +11,17 @@ from typing import Any, Literal, NamedTuple
 
 LORE_SUBJECT = "__lore__"
 
-FactType = Literal["preference", "profile", "relationship", "project", "other", "lore"]
-FACT_TYPES: tuple[str, ...] = ("preference", "profile", "relationship", "project", "other", "lore")
+# "canon": server lore a pinned message made, ranked above chat-extracted facts.
+FactType = Literal["preference", "profile", "relationship", "project", "other", "lore", "canon"]
+FACT_TYPES: tuple[str, ...] = (
+    "preference",
+    "profile",
+    "relationship",
+    "project",
+    "other",
+    "lore",
+    "canon",
+)
 MessageSource = Literal["text", "voice", "import"]
 SearchScope = Literal["facts", "messages", "all"]
 HistoryEvent = Literal["add", "update", "archive", "restore", "supersede", "delete", "forget"]
@@ -33,6 +42,11 @@ class IncomingMessage:
     source: MessageSource = "text"
     is_bot: bool = False
     reply_to_id: str | None = None
+    # When the message was last edited (ISO-8601 UTC), as an export says: its
+    # journal line is marked edited.
+    edited_at: str | None = None
+    # Pinned in its channel when exported (an import makes it canon lore).
+    pinned: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,7 @@ class StoredMessage:
     is_bot: bool
     state: str
     reply_to_id: str | None = None
+    edited_at: str | None = None
 
     def to_incoming(self) -> IncomingMessage:
         """The message as an adapter handed it in (for processing it again)."""
@@ -62,6 +77,7 @@ class StoredMessage:
             source=self.source,  # type: ignore[arg-type]  # the table's CHECK keeps it one
             is_bot=self.is_bot,
             reply_to_id=self.reply_to_id,
+            edited_at=self.edited_at,
         )
 
 
@@ -168,6 +184,8 @@ class ScoreParts:
     statement: float = 0.0
     # 1 when every fact taken from the message has since been superseded.
     superseded: float = 0.0
+    # Facts only: 1 for canon lore (a pinned message), which ranks higher.
+    canon: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -182,6 +200,7 @@ class ScoreParts:
             "date": self.date,
             "statement": self.statement,
             "superseded": self.superseded,
+            "canon": self.canon,
             "combined": self.combined,
             "passed": self.passed,
         }
@@ -269,3 +288,24 @@ class IngestOutcome:
         if self.done is None:
             return False
         return bool(await self.done)
+
+
+@dataclass(frozen=True)
+class PendingFact:
+    """A sensitive fact about a member that waits for their consent (text
+    kept only until it is decided or expires)."""
+
+    id: int
+    guild_id: str
+    user_id: str
+    channel_id: str | None
+    message_id: str
+    fact: str
+    fact_type: str
+    evidence_text: str | None
+    confidence: float
+    category: str
+    observed_at: str | None
+    created_at: str
+    expires_at: str
+    prompted_at: str | None

@@ -34,7 +34,13 @@ async def test_jobs_schedule_run_and_stop(make_memory: Any, tmp_path: Any) -> No
     jobs.start()
     assert jobs.scheduler is not None
     found = {j.id: j for j in jobs.scheduler.get_jobs()}
-    assert set(found) == {"snapshot", "journal_rollover", "action_log_prune", "retention"}
+    assert set(found) == {
+        "snapshot",
+        "journal_rollover",
+        "action_log_prune",
+        "retention",
+        "consent_expiry",
+    }  # re-index off
     assert str(found["journal_rollover"].trigger.timezone) == "Europe/Berlin"
     assert found["snapshot"].trigger.interval.total_seconds() == 300
 

@@ -350,6 +350,8 @@ async def test_obfuscated_llm_candidates_are_not_stored_or_shown(
     )
     extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=5.0)
     mem = await make_memory(extractor=extractor, embeddings="none")
+    # Only the extraction calls are scripted: no sensitivity-label calls.
+    await mem.guilds.set_setting(GUILD, "sensitive_facts", "store")
     for text, _ in messages:
         assert await (await mem.ingest_message(msg(text))).wait()
     assert len(fake_openai.chat_requests()) == len(messages)

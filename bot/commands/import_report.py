@@ -42,6 +42,8 @@ def summary(report: ImportReport) -> str:
             f"  files      {n} file{'s' if n != 1 else ''} not read "
             "(not a regular file: a FIFO, device or socket)"
         )
+    if report.pinned:
+        lines.append(f"  pins       {report.pinned} pinned messages made canon lore")
     if report.peak_rss_mib is not None:
         lines.append(f"  memory     peak RSS {report.peak_rss_mib:,.0f} MiB")
     if report.extract_errors:

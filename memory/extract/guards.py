@@ -233,7 +233,7 @@ def filter_candidates(
             continue
         seen.add(key)
         ftype = normalise_type(cand.type)
-        if ftype == "lore":  # lore is written only by remember_line, never by extractors
+        if ftype in ("lore", "canon"):  # lore comes from members and pins, never extractors
             ftype = "other"
         accepted.append(
             Candidate(

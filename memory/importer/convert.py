@@ -16,6 +16,7 @@ from datetime import date
 from typing import Any, NamedTuple
 
 from memory.clock import normalise_iso
+from memory.errors import InvalidInput
 from memory.models import IncomingMessage
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "Converted",
     "clean_content",
     "clean_name",
+    "default_guild",
     "from_api",
     "from_dce",
     "kind",
@@ -166,6 +168,8 @@ def from_dce(obj: Any, ctx: Channel) -> Converted:
         source="import",
         is_bot=author.get("isBot") is True,
         reply_to_id=reply_to,
+        edited_at=timestamp(obj.get("timestampEdited")),
+        pinned=obj.get("isPinned") is True,
     )
     return message, None, message_id, None
 
@@ -219,6 +223,8 @@ def from_api(obj: Any, default_guild: str | None) -> Converted:
         # Webhook posts (bridges, announcement relays) are not people.
         is_bot=author.get("bot") is True or bool(obj.get("webhook_id")),
         reply_to_id=reply_to,
+        edited_at=timestamp(obj.get("edited_timestamp")),
+        pinned=obj.get("pinned") is True,
     )
     return message, None, message_id, None
 
@@ -242,6 +248,14 @@ def kind(raw: Any) -> tuple[int, str]:
             return number, _KIND_NAMES.get(number, text)
         return -1, clean_name(text)[:40] or "unknown"
     return -1, "unknown"
+
+
+def default_guild(raw: str | None) -> str | None:
+    """The guild id that stands in for messages without one (None: none given)."""
+    guild = snowflake(raw) if raw is not None else None
+    if raw is not None and guild is None:
+        raise InvalidInput(f"default_guild_id must be a Discord id, got {raw!r}")
+    return guild
 
 
 def snowflake(raw: Any) -> str | None:

@@ -12,7 +12,11 @@ whitespace:
   header, not the message), and
 * a raw Discord API message array, ``[{"id", "channel_id", "guild_id"?,
   "author": {…}, "content", "timestamp", "type", "message_reference"?}, …]``
-  as a bot or ``GET /channels/{id}/messages`` sees it.
+  as a bot or ``GET /channels/{id}/messages`` sees it, also wrapped as
+  thread archives (``memory.importer.threads``).
+
+Edits and pins (DCE ``timestampEdited``/``isPinned``, API
+``edited_timestamp``/``pinned``) mark the journal line edited and make canon lore.
 
 Exports can be hundreds of MB, so nothing here loads a file whole: the
 streaming reader in ``memory.importer.parse`` walks the structure around the
@@ -72,6 +76,7 @@ from memory.importer.convert import (
     Channel,
     Converted,
     clean_name,
+    default_guild,
     from_api,
     from_dce,
     looks_like_api_message,
@@ -84,6 +89,7 @@ from memory.importer.parse import (
     not_an_export,
     tail_message_count,
 )
+from memory.importer.threads import is_thread_archive, thread_guild, thread_messages, thread_object
 from memory.models import IncomingMessage
 
 log = logging.getLogger(__name__)
@@ -101,7 +107,7 @@ __all__ = [
     "read_header",
 ]
 
-ExportFormat = Literal["dce", "api"]
+ExportFormat = Literal["dce", "api", "thread"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +252,16 @@ def read_header(path: Path | str) -> ExportHeader:
         if first != "{":
             raise not_an_export(reader, first)
         header = _read_dce_header(reader)
+        thread = thread_object(header)
+        if thread is not None:
+            return ExportHeader(
+                format="thread",
+                size=size,
+                guild_id=snowflake(thread.get("guild_id")),
+                channel_id=snowflake(thread.get("id")),
+                channel_name=clean_name(thread.get("name")),
+                channel_type="thread",
+            )
         guild, channel = _header_objects(reader, header)
         count = tail_message_count(fh, size)
     exported = header.get("exportedAt")
@@ -274,7 +290,7 @@ def iter_export(path: Path | str, *, default_guild_id: str | None = None) -> Ite
         reader = ExportReader(fh, path)
         first = reader.peek()
         if first == "{":
-            yield from _iter_dce(reader)
+            yield from _iter_dce(reader, default_guild_id)
         elif first == "[":
             yield from _iter_api(reader, default_guild_id)
         else:
@@ -340,7 +356,7 @@ def _open_error(path: Path, exc: OSError) -> ImportFormatError:
 # --------------------------------------------------------------------------
 # DCE exports
 
-_DCE_HEADER_KEYS = frozenset({"guild", "channel", "dateRange", "exportedAt"})
+_DCE_HEADER_KEYS = frozenset({"guild", "channel", "dateRange", "exportedAt", "thread"})
 
 
 def _read_dce_header(reader: ExportReader) -> dict[str, Any]:
@@ -419,12 +435,15 @@ def _dce_channel(reader: ExportReader, header: dict[str, Any]) -> Channel:
     return Channel(guild_id, channel_id, is_dm)
 
 
-def _iter_dce(reader: ExportReader) -> Iterator[ImportRecord]:
+def _iter_dce(reader: ExportReader, default_guild_id: str | None) -> Iterator[ImportRecord]:
     header = _read_dce_header(reader)
-    ctx = _dce_channel(reader, header)
+    thread = thread_object(header)
+    ctx = None if thread is not None else _dce_channel(reader, header)
+    guild = thread_guild(thread, default_guild_id) if thread is not None else None
     count = 0
     for count, obj in enumerate(reader.array("message"), start=1):
-        yield _record(reader, count - 1, from_dce(obj, ctx))
+        converted = from_dce(obj, ctx) if ctx is not None else from_api(obj, guild)
+        yield _record(reader, count - 1, converted)
     # Fields after the array: "messageCount" (checked) and any future ones.
     while True:
         got = reader.peek()
@@ -461,10 +480,13 @@ def _record(reader: ExportReader, index: int, converted: Converted) -> ImportRec
 
 
 def _iter_api(reader: ExportReader, default_guild_id: str | None) -> Iterator[ImportRecord]:
-    default_guild = snowflake(default_guild_id) if default_guild_id is not None else None
-    if default_guild_id is not None and default_guild is None:
-        raise InvalidInput(f"default_guild_id must be a Discord id, got {default_guild_id!r}")
-    for index, obj in enumerate(reader.array("message")):
+    fallback = default_guild(default_guild_id)
+    elements = reader.array("message")
+    for index, obj in enumerate(elements):
+        if index == 0 and is_thread_archive(obj):
+            for n, converted in thread_messages(obj, elements, fallback):
+                yield _record(reader, n, converted)
+            return
         if index == 0 and not looks_like_api_message(obj):
             hint = (
                 "; it looks like a list of DiscordChatExporter exports — import each file"
@@ -475,4 +497,4 @@ def _iter_api(reader: ExportReader, default_guild_id: str | None) -> Iterator[Im
                 "wrong schema: the array's first element is not a Discord API message "
                 f"(needs 'id', 'channel_id' and 'author'){hint}"
             )
-        yield _record(reader, index, from_api(obj, default_guild))
+        yield _record(reader, index, from_api(obj, fallback))

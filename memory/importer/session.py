@@ -105,6 +105,8 @@ class ImportReport:
     extract_calls: int = 0
     extract_errors: int = 0
     dropped: int = 0
+    # Pinned messages made canon lore.
+    pinned: int = 0
     # Messages of the imported guilds whose processing failed, at the end:
     # waiting for a retry, or given up.
     waiting_retry: int = 0
@@ -134,6 +136,7 @@ class ImportReport:
             "extract_calls": self.extract_calls,
             "extract_errors": self.extract_errors,
             "dropped": self.dropped,
+            "pinned": self.pinned,
             "waiting_retry": self.waiting_retry,
             "failed": self.failed,
             "errors": list(self.errors),
@@ -189,6 +192,7 @@ async def import_messages(
                 report,
                 await asyncio.gather(*(memory.ingest_message(m, backpressure=True) for m in chunk)),
             )
+            await _pin(memory, report, chunk)
             report.stats.messages += len(chunk)
             guilds.update(m.guild_id for m in chunk if m.guild_id)
             await _wait_for_backlog(memory, stop)
@@ -265,6 +269,16 @@ def _count(report: ImportReport, outcomes: Sequence[IngestOutcome]) -> None:
             report.already += 1
         else:
             report.rejected[(out.reason or "rejected")[:60]] += 1
+
+
+async def _pin(memory: Memory, report: ImportReport, messages: Sequence[IncomingMessage]) -> None:
+    """Pinned messages of an export are canon lore, as pins on Discord are."""
+    for m in messages:
+        if m.pinned and m.guild_id:
+            fact = await memory.pins.pin(
+                m.guild_id, m.channel_id, m.id, m.content, created_at=m.created_at
+            )
+            report.pinned += fact is not None
 
 
 def _take(
@@ -359,6 +373,7 @@ async def _read_all(
                             *(memory.ingest_message(m, backpressure=True) for m in messages)
                         ),
                     )
+                    await _pin(memory, report, messages)
                     read_messages += len(messages)
                 show(position)
                 if error is not None:

@@ -34,10 +34,11 @@ from memory.errors import ExtractionError
 from memory.extract.base import ExtractionItem, Extractor
 from memory.extract.guards import clean_message, filter_candidates
 from memory.guild_settings import GuildSettingsCache
+from memory.ingest.consent_gate import BatchLabels, Route, SensitiveGate
 from memory.ingest.decision import DECISION_KINDS, DecisionKind, decide
 from memory.ingest.jobs import Job, extraction_done, wait_written
 from memory.ingest.retry import RetryPolicy, quarantine
-from memory.journal import Journal
+from memory.journal import EDITED, Journal
 from memory.models import Candidate, Fact
 from memory.store import fact_decision
 from memory.store import facts as store
@@ -88,6 +89,8 @@ class _Prepared:
     # The batch's write decisions by kind (shared by its messages; a
     # message adds its own once its write has gone through).
     tally: dict[str, int] = field(default_factory=dict)
+    # The guild's ``sensitive_facts`` and the batch's sensitivity labels.
+    sensitive: BatchLabels = field(default_factory=BatchLabels)
 
 
 class BatchProcessor:
@@ -102,6 +105,7 @@ class BatchProcessor:
         embeddings: EmbeddingService,
         settings: GuildSettingsCache,
         on_memory_changed: Callable[[], None],
+        gate: SensitiveGate,
     ) -> None:
         self.db = db
         self.journal = journal
@@ -111,6 +115,7 @@ class BatchProcessor:
         self.embeddings = embeddings
         self.settings = settings
         self.on_memory_changed = on_memory_changed
+        self.gate = gate
         self.retry = RetryPolicy.from_config(cfg)
         self._per_model: dict[str, Extractor] = {}
         self.stats = PipelineStats()
@@ -135,7 +140,8 @@ class BatchProcessor:
             )
         ]
         tally: dict[str, int] = {}
-        prepared = [replace(p, tally=tally) for p in prepared]
+        sensitive = await self._labels(prepared)
+        prepared = [replace(p, tally=tally, sensitive=sensitive) for p in prepared]
         changed: list[Fact] = []
         async for group in self._in_turn(jobs, prepared):
             changed.extend(await self._commit(group))
@@ -230,6 +236,8 @@ class BatchProcessor:
         broken: dict[str, str] = {}
         for job, text in todo:
             m = job.msg
+            if m.edited_at:
+                text = EDITED + text
             line = (m.created_at, m.author_name, m.author_id, m.guild_id or "", m.channel_id, text)
             try:
                 if job.resumed:
@@ -308,6 +316,15 @@ class BatchProcessor:
                 }
             )
         return out, errors
+
+    async def _labels(self, prepared: Sequence[_Prepared]) -> BatchLabels:
+        """The batch's sensitivity labels under its guild's ``sensitive_facts``."""
+        gid = prepared[0].job.msg.guild_id if prepared else None
+        if not gid or not any(p.candidates for p in prepared):
+            return BatchLabels()
+        mode = (await self.settings.get(gid)).sensitive_facts
+        items = [(p.candidates, p.cleaned, p.job.msg.author_name) for p in prepared]
+        return await self.gate.label(mode, items)
 
     async def _extractor_for(self, guild_id: str) -> Extractor:
         """The extractor with the guild's ``extract_model`` setting applied."""
@@ -396,7 +413,11 @@ class BatchProcessor:
                 subject=m.author_id,
                 detail={"message_id": m.id, "reasons": refused, "candidates": len(p.candidates)},
             )
+        routes: list[Route] = []
         for cand in result.accepted:
+            routes.append(self.gate.route(con, p.sensitive, cand, m, now))
+            if routes[-1] != "store":
+                continue
             new = fact_decision.NewFact(
                 guild_id=m.guild_id or "",
                 channel_id=m.channel_id,
@@ -430,6 +451,7 @@ class BatchProcessor:
                     "message_id": m.id,
                 },
             )
+        self.gate.log(con, m, routes, now)
         if result.accepted and m.guild_id:
             store.archive_excess(con, m.guild_id, m.author_id, self.cfg.keep_facts_per_subject, now)
         store_messages.finish_message(con, m.id, "done", now, journaled=p.journaled)

@@ -76,4 +76,17 @@ def validate_message(msg: IncomingMessage, *, max_chars: int = 2000) -> Incoming
         created_at=created_at,
         reply_to_id=reply,
         is_bot=bool(msg.is_bot),
+        edited_at=_edited_at(msg.edited_at),
+        pinned=msg.pinned is True,
     )
+
+
+def _edited_at(raw: object) -> str | None:
+    """An edit time worth keeping: valid ISO-8601 in Discord's era, else None
+    (a bad edit mark loses nothing the message needs)."""
+    if raw is None:
+        return None
+    try:
+        return normalise_iso(str(raw))
+    except (OutsideDiscordEra, ValueError):
+        return None

@@ -228,6 +228,7 @@ class FactSearch:
                 bm,
                 explain=True,
                 weights=self.ctx.weights,
+                canon=f.fact_type == "canon",
             )
             out.append((c, parts))
         return out

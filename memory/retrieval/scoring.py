@@ -86,6 +86,10 @@ class ScoringWeights:
     lex_min: float = 0.24
     combined_min: float = 0.62
     recency_half_days: float = 45.0
+    # Added to a canon fact's combined score (a pinned message's lore) after
+    # the gate has judged it: canon outranks chat-extracted facts that are
+    # as relevant, but never makes an unrelated fact pass.
+    canon_boost: float = 0.10
     channel_same: float = 1.0
     channel_unscoped: float = 0.25
 
@@ -319,9 +323,11 @@ def passes_gate(parts: ScoreParts, *, weights: ScoringWeights = DEFAULT_WEIGHTS)
 
     With a semantic score a hit passes on a strong signal of its own (``sem_min``,
     ``lex_min_with_semantic``) or on a high combined score backed by a weak one;
-    without, on lexical overlap or a higher combined score alone.
+    without, on lexical overlap or a higher combined score alone. A canon
+    fact is judged without its boost.
     """
-    return _gate(parts.lexical, parts.semantic, parts.combined, weights)
+    combined = parts.combined - weights.canon_boost * parts.canon
+    return _gate(parts.lexical, parts.semantic, combined, weights)
 
 
 def _gate(lex: float, sem: float | None, combined: float, weights: ScoringWeights) -> bool:
@@ -345,6 +351,7 @@ def fuse(
     *,
     explain: Literal[False] = ...,
     weights: ScoringWeights = ...,
+    canon: bool = ...,
 ) -> float: ...
 
 
@@ -359,6 +366,7 @@ def fuse(
     *,
     explain: Literal[True],
     weights: ScoringWeights = ...,
+    canon: bool = ...,
 ) -> ScoreParts: ...
 
 
@@ -373,6 +381,7 @@ def fuse(
     *,
     explain: bool,
     weights: ScoringWeights = ...,
+    canon: bool = ...,
 ) -> float | ScoreParts: ...
 
 
@@ -386,8 +395,10 @@ def fuse(
     *,
     explain: bool = False,
     weights: ScoringWeights = DEFAULT_WEIGHTS,
+    canon: bool = False,
 ) -> float | ScoreParts:
     """Weighted sum of the signals; with ``explain`` the parts, combined and gate result.
+    A ``canon`` fact gets ``weights.canon_boost`` on top, after the gate.
 
     Each signal is clamped to 0..1 first (a negative cosine means "unrelated",
     not "anti-relevant"); the parts report the clamped values that were summed.
@@ -404,8 +415,9 @@ def fuse(
         + w.bm25 * bm
     )
     combined = min(1.0, max(0.0, combined))
+    ranked = min(1.0, combined + weights.canon_boost) if canon else combined
     if not explain:
-        return combined
+        return ranked
     # Built once with its gate result: ``dataclasses.replace`` afterwards was
     # about a sixth of the time a search spends scoring its ~130 candidates.
     return ScoreParts(
@@ -415,8 +427,9 @@ def fuse(
         recency=rec,
         channel=chan,
         bm25=bm,
-        combined=combined,
+        combined=ranked,
         passed=_gate(lex, sem, combined, weights),
+        canon=1.0 if canon else 0.0,
     )
 
 

@@ -164,6 +164,7 @@ class AdminOps:
         p = self._pipeline.stats
         e = self._embeddings.stats
         search = self._search
+        consent = self._pipeline.gate.stats
         return {
             "queue_depth": self._queue.depth,
             "queue_in_flight": self._queue.in_flight,
@@ -187,6 +188,9 @@ class AdminOps:
             "decision_supersedes": p.decision_supersedes,
             "candidates_rejected": p.candidates_rejected,
             "guard_refused": p.guard_refused,
+            "sensitive_queued": consent.queued,
+            "sensitive_dropped": consent.dropped,
+            "sensitive_stored": consent.stored,
             "journal_errors": p.journal_errors,
             "ingest_retries_scheduled": p.retries_scheduled,
             "ingest_failed": p.messages_failed,

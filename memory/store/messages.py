@@ -18,7 +18,7 @@ from memory.store.vectors import delete_message_vectors_index
 
 MESSAGE_COLUMNS = (
     "id, guild_id, channel_id, author_id, author_name, content, created_at, source, is_bot, "
-    "state, reply_to_id"
+    "state, reply_to_id, edited_at"
 )
 
 
@@ -35,6 +35,7 @@ def row_to_message(row: Any) -> StoredMessage:
         is_bot=bool(row["is_bot"]),
         state=row["state"],
         reply_to_id=row["reply_to_id"],
+        edited_at=row["edited_at"],
     )
 
 
@@ -70,6 +71,7 @@ def insert_messages(con: Any, msgs: Sequence[IncomingMessage], received_at: str)
                     m.source,
                     int(m.is_bot),
                     m.reply_to_id,
+                    m.edited_at,
                 ]
             )
     if not rows:
@@ -77,9 +79,10 @@ def insert_messages(con: Any, msgs: Sequence[IncomingMessage], received_at: str)
     payload = json.dumps(rows, ensure_ascii=False)
     con.execute(
         "INSERT OR IGNORE INTO messages (id, guild_id, channel_id, author_id, author_name, "
-        "content, created_at, source, is_bot, reply_to_id, received_at) "
+        "content, created_at, source, is_bot, reply_to_id, edited_at, received_at) "
         "SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, "
-        "value ->> 6, value ->> 7, value ->> 8, value ->> 9, ? FROM json_each(?) ORDER BY key",
+        "value ->> 6, value ->> 7, value ->> 8, value ->> 9, value ->> 10, ? FROM json_each(?) "
+        "ORDER BY key",
         (received_at, payload),
     )
     # The latest name of each author wins (rows are applied in message order).

@@ -1,0 +1,125 @@
+"""The pipeline's gate for sensitive facts: a candidate fact about a member
+in a special category (``memory.extract.sensitivity``) is stored, queued for
+the member's consent or dropped, as the guild's ``sensitive_facts`` says.
+
+With the LLM classifier, labels are computed once per batch, before its
+write transactions (the label call is I/O and must not run inside one), only
+for the candidates the guards accept, and not at all when the guild stores
+sensitive facts anyway. The offline word lists need no I/O: ``route``
+applies them to each accepted candidate inside the write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+from memory.clock import iso, parse_iso
+from memory.extract.guards import filter_candidates
+from memory.extract.sensitivity import KeywordClassifier, SensitivityClassifier, classify_text
+from memory.models import Candidate, IncomingMessage
+from memory.store import consent as store_consent
+from memory.store.ops import log_action
+from memory.text import compact
+
+CONSENT_DAYS = 7
+
+Route = Literal["store", "queued", "dropped"]
+
+
+@dataclass
+class ConsentStats:
+    queued: int = 0  # waiting for the member's answer
+    dropped: int = 0  # refused by ``sensitive_facts = never``
+    stored: int = 0  # sensitive, stored by ``sensitive_facts = store``
+    label_calls: int = 0
+
+
+@dataclass(frozen=True)
+class BatchLabels:
+    """The guild's mode and the category of each accepted candidate (by its
+    compact text) for one batch."""
+
+    mode: str = "store"
+    labels: dict[str, str | None] = field(default_factory=dict)
+
+
+def _text(cand: Candidate) -> str:
+    return f"{cand.fact} {cand.evidence}" if cand.evidence else cand.fact
+
+
+class SensitiveGate:
+    def __init__(self, classifier: SensitivityClassifier, *, days: int = CONSENT_DAYS) -> None:
+        self.classifier = classifier
+        self.days = days
+        self.stats = ConsentStats()
+
+    async def label(
+        self, mode: str, items: Sequence[tuple[Sequence[Candidate], str | None, str]]
+    ) -> BatchLabels:
+        """``items``: (candidates, cleaned text, author) per message."""
+        if mode == "store" or isinstance(self.classifier, KeywordClassifier):
+            # The word lists need no I/O: ``route`` applies them per candidate.
+            return BatchLabels(mode)
+        accepted: dict[str, str] = {}
+        for cands, cleaned, author in items:
+            if not cands or cleaned is None:
+                continue
+            for cand in filter_candidates(list(cands), cleaned, author=author).accepted:
+                accepted.setdefault(compact(cand.fact), _text(cand))
+        if not accepted:
+            return BatchLabels(mode)
+        self.stats.label_calls += 1
+        cats = await self.classifier.classify(list(accepted.values()))
+        return BatchLabels(mode, dict(zip(accepted, cats, strict=True)))
+
+    def route(
+        self, con: Any, batch: BatchLabels, cand: Candidate, msg: IncomingMessage, now: str
+    ) -> Route:
+        """Where an accepted candidate goes; a queued one is in the queue now."""
+        key = compact(cand.fact)
+        category = batch.labels[key] if key in batch.labels else classify_text(_text(cand))
+        if category is None:
+            return "store"
+        if batch.mode == "store":
+            self.stats.stored += 1
+            return "store"
+        if batch.mode == "never":
+            self.stats.dropped += 1
+            return "dropped"
+        expires = iso(parse_iso(now) + timedelta(days=self.days))
+        store_consent.enqueue(
+            con,
+            guild_id=msg.guild_id or "",
+            user_id=msg.author_id,
+            channel_id=msg.channel_id,
+            message_id=msg.id,
+            fact=cand.fact,
+            fact_type=cand.type,
+            evidence=cand.evidence,
+            confidence=max(0.0, min(1.0, float(cand.confidence))),
+            category=category,
+            observed_at=msg.created_at,
+            now=now,
+            expires_at=expires,
+        )
+        self.stats.queued += 1
+        return "queued"
+
+    @staticmethod
+    def log(con: Any, msg: IncomingMessage, routes: Sequence[Route], now: str) -> None:
+        """One content-free action-log row for a message's withheld facts."""
+        queued, dropped = routes.count("queued"), routes.count("dropped")
+        if not queued and not dropped:
+            return
+        log_action(
+            con,
+            "memory_sensitive",
+            f"{queued} sensitive facts wait for consent, {dropped} dropped",
+            now,
+            guild_id=msg.guild_id,
+            subject=msg.author_id,
+            detail={"message_id": msg.id, "queued": queued, "dropped": dropped},
+        )

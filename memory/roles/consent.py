@@ -1,0 +1,133 @@
+"""``Memory.consent``: the member's side of the consent queue for sensitive
+facts (``memory.ingest.consent_gate`` fills it).
+
+A member sees and decides only their own pending facts. Accepting stores the
+fact through the same write decision as an extracted one (history actor
+``user:<id>``); rejecting and expiry store nothing and delete the pending
+text. Operators see counts per guild and category, never the texts.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from memory.clock import Clock, iso
+from memory.config import IngestConfig
+from memory.embed.service import EmbeddingService
+from memory.ingest.consent_gate import ConsentStats
+from memory.ingest.decision import decide
+from memory.models import Fact, PendingFact
+from memory.snapshot import SnapshotRefresher
+from memory.store import consent as store_consent
+from memory.store import fact_decision
+from memory.store import facts as store
+from memory.store.db import Database
+
+log = logging.getLogger(__name__)
+
+
+class ConsentOps:
+    def __init__(
+        self,
+        db: Database,
+        embeddings: EmbeddingService,
+        snapshot: SnapshotRefresher,
+        cfg: IngestConfig,
+        clock: Clock,
+        stats: ConsentStats,
+    ) -> None:
+        self._db = db
+        self._embeddings = embeddings
+        self._snapshot = snapshot
+        self._cfg = cfg
+        self._clock = clock
+        self.stats = stats
+        self.expired_total = 0
+
+    async def pending(self, guild_id: str, user_id: str) -> list[PendingFact]:
+        """The member's own pending facts that have not expired, oldest first."""
+        now = iso(self._clock())
+        return list(await self._db.read(store_consent.pending_for, guild_id, user_id, now))
+
+    async def take_prompt(self, guild_id: str, user_id: str) -> list[PendingFact]:
+        """The member's pending facts never shown to them, marked as shown: the
+        one prompt at their next interaction (empty when there is nothing new)."""
+        now = iso(self._clock())
+        return list(await self._db.write(store_consent.take_unprompted, guild_id, user_id, now))
+
+    async def accept(self, guild_id: str, user_id: str, item_id: int) -> Fact | None:
+        """Store the member's pending fact; None if it is not theirs, decided or expired."""
+        now = iso(self._clock())
+        actor = f"user:{user_id}"
+        keep = self._cfg.keep_facts_per_subject
+
+        def work(con: Any) -> Fact | None:
+            item = store_consent.get_pending(con, guild_id, user_id, item_id)
+            if item is None or item.expires_at <= now:
+                return None
+            new = fact_decision.NewFact(
+                guild_id=guild_id,
+                channel_id=item.channel_id,
+                subject=user_id,
+                fact=item.fact,
+                fact_type=item.fact_type,
+                evidence=item.evidence_text,
+                source_message_id=item.message_id,
+                confidence=item.confidence,
+                observed_at=item.observed_at,
+            )
+            current = fact_decision.current_facts(con, guild_id, user_id)
+            seen = fact_decision.observed_time(con, new, now)
+            decision = decide(
+                item.fact, seen, current, store_consent.member_name(con, guild_id, user_id)
+            )
+            applied = fact_decision.apply_decision(con, new, decision, now=now, actor=actor)
+            store_consent.record_decision(con, item, "accept", actor, now, applied.fact.id)
+            store.archive_excess(con, guild_id, user_id, keep, now)
+            return applied.fact
+
+        fact: Fact | None = await self._db.write(work)
+        if fact is not None:
+            self._embeddings.schedule_facts([fact])
+            self._snapshot.request()
+        return fact
+
+    async def reject(self, guild_id: str, user_id: str, item_id: int) -> bool:
+        """Drop the member's pending fact (nothing stored, its text deleted)."""
+        now = iso(self._clock())
+        actor = f"user:{user_id}"
+
+        def work(con: Any) -> bool:
+            item = store_consent.get_pending(con, guild_id, user_id, item_id)
+            if item is None:
+                return False
+            store_consent.record_decision(con, item, "reject", actor, now)
+            return True
+
+        return bool(await self._db.write(work))
+
+    async def expire(self) -> int:
+        """Delete every pending fact whose 7 days are over; how many went."""
+        now = iso(self._clock())
+
+        def work(con: Any) -> int:
+            items = store_consent.expired(con, now)
+            for item in items:
+                store_consent.record_decision(con, item, "expire", "system", now)
+            return len(items)
+
+        total = 0
+        while True:
+            n = int(await self._db.write(work))
+            total += n
+            if n == 0:
+                break
+        if total:
+            log.info("consent: %d pending sensitive facts expired unanswered", total)
+        self.expired_total += total
+        return total
+
+    async def counts(self) -> dict[str, dict[str, int]]:
+        """Pending facts per guild and category: numbers only."""
+        return dict(await self._db.read(store_consent.counts))
