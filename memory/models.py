@@ -152,6 +152,9 @@ class ScoreParts:
     statement: float = 0.0
     # 1 when every fact taken from the message has since been superseded.
     superseded: float = 0.0
+    # What "same topic, newer first" added to ``combined`` (negative for an
+    # older statement that made way for a newer one; memory.retrieval.newer_first).
+    newer_first: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -166,6 +169,7 @@ class ScoreParts:
             "date": self.date,
             "statement": self.statement,
             "superseded": self.superseded,
+            "newer_first": self.newer_first,
             "combined": self.combined,
             "passed": self.passed,
         }
