@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dashboard.serialize import hit_json
 from memory.models import Hit, ScoreParts
 from memory.retrieval.newer_first import DEFAULT_NEWER_FIRST, NewerFirstRule, newer_first, phrases
 from tests.helpers import ALICE, BOB, GUILD, msg
@@ -166,7 +167,9 @@ async def test_search_shows_the_newer_statement_first(make_memory: Callable[...,
     older = next(i for i, t in enumerate(texts) if "6 months" in t)
     assert newer < older
     assert hits[newer].parts.newer_first > 0 > hits[older].parts.newer_first
+    # Visible where hits are explained: the parts, the CLI's JSON and the dashboard API.
     assert hits[newer].parts.as_dict()["newer_first"] == hits[newer].parts.newer_first
+    assert hit_json(hits[newer])["newerFirstScore"] == round(hits[newer].parts.newer_first, 6)
     # Still ordered by score, and the scores are the ones the messages earned between them.
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     strict = await mem.search(GUILD, QUERY, scope="messages", limit=5)
