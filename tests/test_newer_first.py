@@ -9,7 +9,7 @@ from typing import Any
 from dashboard.serialize import hit_json
 from memory.models import Hit, ScoreParts
 from memory.retrieval.newer_first import DEFAULT_NEWER_FIRST, NewerFirstRule, newer_first, phrases
-from tests.helpers import ALICE, BOB, GUILD, msg
+from tests.helpers import ALICE, BOB, CHANNEL, GUILD, msg
 
 QUERY = "How long have I been using my Fitbit Charge 3?"
 JAN = "2023-01-10T09:00:00.000Z"
@@ -172,5 +172,9 @@ async def test_search_shows_the_newer_statement_first(make_memory: Callable[...,
     assert hit_json(hits[newer])["newerFirstScore"] == round(hits[newer].parts.newer_first, 6)
     # Still ordered by score, and the scores are the ones the messages earned between them.
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # What the model reads: the prompt slice lists the current value first too.
+    sl = await mem.build_prompt_slice(GUILD, CHANNEL, BOB, QUERY)
+    said = [h.text for h in sl.relevant_messages if "months" in h.text]
+    assert len(said) == 2 and "9 months" in said[0]
     strict = await mem.search(GUILD, QUERY, scope="messages", limit=5)
     assert "9 months" in [h.text for h in strict if "months" in h.text][0]
