@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 from memory.models import Hit
 from memory.retrieval.hits import seconds_between
-from memory.retrieval.scoring import STOP_WORDS, fold
-from memory.text import tokens
+from memory.retrieval.scoring import STOP_WORDS, compact_tokens, fold
+from memory.text import compact
 
 Phrase = tuple[str, str]
 
@@ -66,8 +66,12 @@ DEFAULT_NEWER_FIRST = NewerFirstRule()
 def content_words(text: str) -> list[str]:
     """``text``'s folded content words in order: no stop words, no single
     letters (possessive debris: "Jon's" → "s"); a lone digit stays ("Charge 3")."""
+    return _content_words(compact(text))
+
+
+def _content_words(compacted: str) -> list[str]:
     out: list[str] = []
-    for t in tokens(text):
+    for t in compact_tokens(compacted):
         if t in STOP_WORDS or (len(t) == 1 and t.isascii() and t.isalpha()):
             continue
         out.append(fold(t))
@@ -76,7 +80,10 @@ def content_words(text: str) -> list[str]:
 
 def phrases(text: str) -> frozenset[Phrase]:
     """Pairs of content words adjacent in ``text`` (stop words skipped)."""
-    words = content_words(text)
+    return _pairs(content_words(text))
+
+
+def _pairs(words: list[str]) -> frozenset[Phrase]:
     return frozenset(zip(words, words[1:], strict=False))
 
 
@@ -90,9 +97,7 @@ def newer_first(
     if not wanted or len(out) < 2:
         return out
     lead = out[: max(0, rule.window)]
-    said: list[frozenset[Phrase]] = [
-        wanted & phrases(h.text) if h.kind == "message" else frozenset() for h in lead
-    ]
+    said = [_said(h, wanted) for h in lead]
     uses: Counter[tuple[str, Phrase]] = Counter(
         (h.subject, p) for h, ps in zip(lead, said, strict=True) for p in ps
     )
@@ -127,6 +132,19 @@ def newer_first(
         for slot, i in zip(members, newest, strict=True):
             out[slot] = _moved(lead[i], lead[slot].score)
     return out
+
+
+def _said(hit: Hit, wanted: frozenset[Phrase]) -> frozenset[Phrase]:
+    """The query phrases a message hit contains (none for a fact)."""
+    if hit.kind != "message":
+        return frozenset()
+    text = compact(hit.text)
+    # A folded word is a prefix of the word it came from, so a phrase whose two
+    # words are not even substrings cannot be there: long messages that
+    # cannot match are not tokenised at all.
+    if not any(a in text and b in text for a, b in wanted):
+        return frozenset()
+    return wanted & _pairs(_content_words(text))
 
 
 def _moved(hit: Hit, score: float) -> Hit:

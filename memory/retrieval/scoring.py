@@ -222,7 +222,8 @@ def query_terms(query: str) -> frozenset[str]:
     return frozenset(fold(t) for t in content)
 
 
-def _compact_tokens(compacted: str) -> list[str]:
+def compact_tokens(compacted: str) -> list[str]:
+    """Tokens of text already ``compact``-ed."""
     # ASCII text needs no script-aware splitting: whitespace is the boundary.
     if compacted.isascii():
         return compacted.split()
@@ -249,7 +250,7 @@ class LexicalQuery:
             return 1.0
         if not self.terms:
             return 0.0
-        text_terms = {fold(tok) for tok in _compact_tokens(t)}
+        text_terms = {fold(tok) for tok in compact_tokens(t)}
         return len(self.terms & text_terms) / len(self.terms)
 
 
