@@ -83,6 +83,8 @@ def hit_json(h: Hit, names: Mapping[str, str] | None = None) -> dict[str, Any]:
         "confidenceScore": num(p.confidence),
         "recencyScore": num(p.recency),
         "channelScore": num(p.channel),
+        # Signed: what "same topic, newer first" moved into or out of combined.
+        "newerFirstScore": num(p.newer_first),
         "combinedScore": num(p.combined),
         "passed": bool(p.passed),
     }

@@ -376,16 +376,29 @@ def format_table(summary: dict[str, Any]) -> str:
 # -- running ---------------------------------------------------------------------------------------
 
 
+async def stored(memory: Memory, item: Item) -> bool:
+    """Whether every turn of ``item`` is already a message of its guild (a
+    database kept from an earlier run holds its whole history)."""
+    for turn in item.turns:
+        if await memory.get_message(item.guild_id, turn.message_id) is None:
+            return False
+    return bool(item.turns)
+
+
 async def answer(
-    memory: Memory, clock: SettableClock, item: Item, *, gate: bool = False
+    memory: Memory, clock: SettableClock, item: Item, *, gate: bool = False, reuse: bool = False
 ) -> tuple[QuestionResult, float]:
-    """Ingest one question's history at its date and rank it; (result, ingest seconds)."""
+    """Ingest one question's history at its date and rank it; (result, ingest
+    seconds). With ``reuse`` a history already stored is ranked as it is."""
     clock.set(item.asked_at)
-    report = await ingest(memory, [incoming(item, turn) for turn in item.turns])
+    seconds = 0.0
+    if not (reuse and await stored(memory, item)):
+        report = await ingest(memory, [incoming(item, turn) for turn in item.turns])
+        seconds = report.seconds
     await warm(memory, item.guild_id, RANK_DEPTH)
     ranked, ms = await rank(memory, item.guild_id, item.question, RANK_DEPTH, gate=gate)
     strict = await memory.search(item.guild_id, item.question, limit=STRICT_LIMIT, scope="all")
-    return QuestionResult(item, ranked, ms, len(strict)), report.seconds
+    return QuestionResult(item, ranked, ms, len(strict)), seconds
 
 
 async def run_benchmark(
@@ -395,11 +408,17 @@ async def run_benchmark(
     types: Sequence[str] | None = None,
     limit: int | None = None,
     data_dir: Path | None = None,
+    reuse: bool = False,
     gate: bool = False,
     threads: int = 2,
     embedder: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], list[QuestionResult]]:
+    """Every question ingested and ranked. ``reuse`` (with ``data_dir``): a
+    question whose history that directory's database already holds is not
+    ingested again, so ranking changes are measured without re-embedding."""
+    if reuse and data_dir is None:
+        raise ValueError("reusing a database needs its data directory")
     started = time.perf_counter()
     items = await asyncio.to_thread(load, data, types=types, limit=limit)
     clock = SettableClock()
@@ -410,7 +429,7 @@ async def run_benchmark(
     ) as memory:
         for n, item in enumerate(items, 1):
             t0 = time.perf_counter()
-            result, seconds = await answer(memory, clock, item, gate=gate)
+            result, seconds = await answer(memory, clock, item, gate=gate, reuse=reuse)
             results.append(result)
             ingest_seconds += seconds
             if progress:

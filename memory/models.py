@@ -186,6 +186,9 @@ class ScoreParts:
     superseded: float = 0.0
     # Facts only: 1 for canon lore (a pinned message), which ranks higher.
     canon: float = 0.0
+    # What "same topic, newer first" added to ``combined`` (negative for an
+    # older statement that made way for a newer one; memory.retrieval.newer_first).
+    newer_first: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -201,6 +204,7 @@ class ScoreParts:
             "statement": self.statement,
             "superseded": self.superseded,
             "canon": self.canon,
+            "newer_first": self.newer_first,
             "combined": self.combined,
             "passed": self.passed,
         }

@@ -3,6 +3,7 @@ on tiny data files written here, and their scoring on hand-made rankings."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import sqlite3
@@ -312,6 +313,71 @@ def test_longmemeval_end_to_end(tmp_path: Path, local_embedder: Any) -> None:
     assert by_id["ku1.s0.t1"][1:5] == ("lme-ku1", "assistant", 1, "2023-05-26T13:05:05.000Z")
     assert {r[5] for r in rows if r[1] == "lme-ku1"} == {"2023-06-07T04:15:00.000Z"}
     assert {r[5] for r in rows if r[1] == "lme-ssu2_abs"} == {"2023-07-01T09:00:00.000Z"}
+
+
+def _message_rows(db: Path) -> list[tuple[Any, ...]]:
+    con = sqlite3.connect(db / "guildlore.sqlite3")
+    try:
+        return con.execute("SELECT id, guild_id, received_at FROM messages ORDER BY id").fetchall()
+    finally:
+        con.close()
+
+
+def test_longmemeval_reuses_a_kept_database_and_ingests_only_what_is_missing(
+    tmp_path: Path, local_embedder: Any
+) -> None:
+    items = _items()
+    db = tmp_path / "db"
+    first_data = _write(tmp_path / "first.json", items[:2])
+    first, first_results = asyncio.run(
+        longmemeval.run_benchmark(
+            first_data, ks=[1, 25], data_dir=db, reuse=True, embedder=local_embedder
+        )
+    )
+    assert first["ingest_seconds"] > 0
+    rows = _message_rows(db)
+    assert len(rows) == 6 + 5
+
+    # The same questions again plus one more: only the new one is ingested, and
+    # the stored histories rank exactly as they did.
+    both = _write(tmp_path / "both.json", items)
+    again, results = asyncio.run(
+        longmemeval.run_benchmark(
+            both, ks=[1, 25], data_dir=db, reuse=True, embedder=local_embedder
+        )
+    )
+    after = _message_rows(db)
+    assert len(after) == 6 + 5 + 2
+    assert [r for r in after if not r[1].startswith("lme-ssu2_abs")] == rows
+    assert [r.ranked for r in results[:2]] == [r.ranked for r in first_results]
+    assert again["overall"] == first["overall"]
+
+    # Nothing missing: nothing ingested.
+    third, _ = asyncio.run(
+        longmemeval.run_benchmark(both, ks=[1], data_dir=db, reuse=True, embedder=local_embedder)
+    )
+    assert third["ingest_seconds"] == 0
+    assert _message_rows(db) == after
+
+    with pytest.raises(ValueError, match="data directory"):
+        asyncio.run(longmemeval.run_benchmark(both, reuse=True, embedder=local_embedder))
+
+
+def test_cli_db_option_keeps_the_database_and_refuses_data_dir_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _write(tmp_path / "lme.json", _items())
+    db = tmp_path / "kept"
+    args = ["bench", "longmemeval", "--data", str(data), "--limit", "1", "--db", str(db)]
+    assert cli_main(args) == 0
+    assert len(_message_rows(db)) == 6
+    assert cli_main(args) == 0
+    assert len(_message_rows(db)) == 6
+    capsys.readouterr()
+    assert cli_main([*args, "--data-dir", str(tmp_path / "other")]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    assert cli_main(["bench", "locomo", "--data", str(data), "--db", str(db)]) == 2
+    assert "--db: only for longmemeval" in capsys.readouterr().err
 
 
 def test_cli_runs_longmemeval_and_refuses_its_options_for_locomo(

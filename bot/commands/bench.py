@@ -6,7 +6,10 @@ MiniLM embedder and the rule extractor, in a throw-away data directory unless
 
 * ``locomo`` reads LoCoMo's layout (and data sets in it, e.g. REALTALK);
 * ``longmemeval`` reads LongMemEval's (plain or gzip-compressed JSON) and also
-  takes ``--per-question OUT`` (JSON lines), ``--limit N`` and ``--types``.
+  takes ``--per-question OUT`` (JSON lines), ``--limit N``, ``--types`` and
+  ``--db PATH``: the engine's data directory is kept there and reused, so a
+  question whose history it already holds is ranked without being ingested
+  again (ingest the long haystacks once, then measure ranking changes).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 BENCHMARKS = ("locomo", "longmemeval")
 DEFAULT_K = {"locomo": [5, 10, 25, 50], "longmemeval": [5, 10, 25]}
-LONGMEMEVAL_ONLY = ("per_question", "limit", "types")
+LONGMEMEVAL_ONLY = ("per_question", "limit", "types", "db")
 
 
 def _ks(text: str) -> list[int]:
@@ -78,6 +81,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="longmemeval: only these question types (space- or comma-separated)",
     )
     parser.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="longmemeval: keep the engine's data directory here and reuse it; questions "
+        "already stored there are not ingested again",
+    )
+    parser.add_argument(
         "--gate",
         action="store_true",
         help="score strict search (only hits that pass the relevance gate) instead of the "
@@ -102,9 +113,13 @@ def run(args: argparse.Namespace) -> int:
     if name != "longmemeval" and misplaced:
         print(f"{', '.join(misplaced)}: only for longmemeval", file=sys.stderr)
         return 2
+    db: Path | None = getattr(args, "db", None)
+    if db is not None and getattr(args, "data_dir", None) is not None:
+        print("--db and --data-dir: give one of them", file=sys.stderr)
+        return 2
     ks: list[int] = args.k or DEFAULT_K[name]
     common: dict[str, Any] = {
-        "data_dir": getattr(args, "data_dir", None),
+        "data_dir": db if db is not None else getattr(args, "data_dir", None),
         "gate": bool(args.gate),
         "threads": max(1, int(args.threads)),
         "progress": lambda line: print(line, file=sys.stderr),
@@ -124,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
                 args.per_question,
                 types=types or None,
                 limit=args.limit,
+                reuse=db is not None,
                 **common,
             )
             table = longmemeval.format_table(summary)

@@ -14,6 +14,7 @@ from memory.clock import Clock
 from memory.config import RetrievalConfig
 from memory.embed.service import EmbeddingService
 from memory.models import ScoreParts
+from memory.retrieval.newer_first import DEFAULT_NEWER_FIRST, NewerFirstRule
 from memory.retrieval.query import EMPTY_NAMES, MemberNames, QueryPlan, plan_query
 from memory.retrieval.scoring import (
     DEFAULT_MESSAGE_WEIGHTS,
@@ -37,7 +38,8 @@ _C = TypeVar("_C")
 
 @dataclass(frozen=True)
 class RetrievalTuning:
-    """Candidate counts and caches (``RetrievalConfig`` holds the configured limits)."""
+    """Candidate counts, caches and the newer-first rule (``RetrievalConfig``
+    holds the configured limits)."""
 
     message_candidates: int = 200  # nearest messages and BM25 matches, each
     fact_overfetch: int = 16  # extra KNN slots in case a cached row went stale
@@ -48,6 +50,7 @@ class RetrievalTuning:
     # the search's SQL; below it the product takes well under a millisecond.
     knn_overlap_min_rows: int = 20_000
     vector_cache: VectorCacheConfig = field(default_factory=VectorCacheConfig)
+    newer_first: NewerFirstRule = DEFAULT_NEWER_FIRST
 
 
 class SearchContext:

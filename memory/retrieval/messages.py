@@ -1,6 +1,7 @@
 """Message retrieval: the nearest messages by vector and the BM25 matches,
 each with a base relevance, borrowing from its channel neighbours, then fused
-and gated (``memory.retrieval.scoring.fuse_message``)."""
+and gated (``memory.retrieval.scoring.fuse_message``); finally a member's
+later restatement of the same thing goes first (``memory.retrieval.newer_first``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from memory.models import Hit, ScoreParts, StoredMessage
 from memory.retrieval.context import Mode, QueryVector, SearchContext
 from memory.retrieval.hits import MESSAGE_CONFIDENCE, message_hit, parse_time, seconds_between
+from memory.retrieval.newer_first import newer_first
 from memory.retrieval.query import QueryPlan
 from memory.retrieval.scoring import (
     LexicalQuery,
@@ -90,8 +92,11 @@ class MessageSearch:
             if n:
                 got = await ctx.db.read(self._gather, guild_id, plan, vs, skip)
         ranked = self._rank(plan, got.cands, channel_id, qv is not None, mode, limit)
+        hits = newer_first(
+            [message_hit(c.msg, parts) for c, parts in ranked], plan.content, ctx.tuning.newer_first
+        )
         ctx.timings["messages_ms"] = (time.perf_counter() - started) * 1000
-        return [message_hit(c.msg, parts) for c, parts in ranked]
+        return hits
 
     def _gather(
         self,

@@ -15,8 +15,11 @@ by vector and the BM25 matches (over-fetched, 200 each); each gets a *base*
 relevance (cosine + normalised BM25), borrows from its better neighbour in
 the same channel (a reply takes meaning from the message it answers), and
 gains when its author is the member the query names or its date is one the
-query mentions (``memory.retrieval.scoring.fuse_message``). Facts and messages
-share the 0..1 scale of ``combined``, so ``scope="all"`` merges them by score.
+query mentions (``memory.retrieval.scoring.fuse_message``). Among the leading
+message hits, a member's later restatement of what the query asks takes the
+earlier statement's place and score (``memory.retrieval.newer_first``). Facts
+and messages share the 0..1 scale of ``combined``, so ``scope="all"`` merges
+them by score.
 
 Vector KNN uses an in-memory matrix per (guild, model) and falls back to the
 sqlite-vec index while the matrix loads (``memory.retrieval.vector_search``).

@@ -183,7 +183,8 @@ def statement_share(text: str) -> float:
 DEFAULT_MESSAGE_WEIGHTS = MessageWeights()
 
 
-def _fold(token: str) -> str:
+def fold(token: str) -> str:
+    """``token`` without a plural/third-person "s" ("likes" → "like")."""
     # Plural/third-person "s" only; anything cleverer belongs to the semantic side.
     if len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
         return token[:-1]
@@ -222,10 +223,11 @@ def query_terms(query: str) -> frozenset[str]:
     # Stop words are matched before folding: folded "this" would be "thi".
     raw = set(tokens(query))
     content = {t for t in raw if t not in STOP_WORDS} or raw
-    return frozenset(_fold(t) for t in content)
+    return frozenset(fold(t) for t in content)
 
 
-def _compact_tokens(compacted: str) -> list[str]:
+def compact_tokens(compacted: str) -> list[str]:
+    """Tokens of text already ``compact``-ed."""
     # ASCII text needs no script-aware splitting: whitespace is the boundary.
     if compacted.isascii():
         return compacted.split()
@@ -252,7 +254,7 @@ class LexicalQuery:
             return 1.0
         if not self.terms:
             return 0.0
-        text_terms = {_fold(tok) for tok in _compact_tokens(t)}
+        text_terms = {fold(tok) for tok in compact_tokens(t)}
         return len(self.terms & text_terms) / len(self.terms)
 
 
