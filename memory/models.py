@@ -133,6 +133,9 @@ class HistoryEntry:
     source_message_id: str | None
     reason: str | None
     created_at: str
+    # The other fact of the change: a supersede row names the old or the new
+    # fact, a historical row the newer fact that closed it.
+    linked_fact_id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -63,8 +63,10 @@ class Decision:
     kind: DecisionKind
     targets: tuple[int, ...] = ()
     reason: str = ""
-    # A historical candidate: stored already closed at this time.
+    # A historical candidate: stored already closed at this time, by the
+    # newer fact ``closed_by``.
     closed_at: str | None = None
+    closed_by: int | None = None
 
 
 _WHO = r"^(?P<who>.+?)"
@@ -212,6 +214,7 @@ def _slot_decision(cand: Slot, cand_at: str, old: CurrentFact, old_slot: Slot) -
             "add",
             reason=f"older {label} than fact {old.id}",
             closed_at=max(old.observed_at, cand_at),
+            closed_by=old.id,
         )
     return Decision("supersede", (old.id,), f"new {label}")
 

@@ -94,6 +94,7 @@ def apply_decision(con: Any, new: NewFact, decision: Decision, *, now: str, acto
                 new.source_message_id,
                 decision.reason,
                 now=now,
+                linked_fact_id=decision.closed_by,
             )
     elif fact.valid_to is not None:
         # The same text was true before and is true again: it is current anew.
@@ -156,6 +157,7 @@ def _supersede(
         new.source_message_id,
         f"{reason}: superseded by fact {fact.id}",
         now=now,
+        linked_fact_id=fact.id,
     )
     add_history(
         con,
@@ -169,6 +171,7 @@ def _supersede(
         new.source_message_id,
         f"{reason}: supersedes fact {old.id}",
         now=now,
+        linked_fact_id=old.id,
     )
 
 
