@@ -28,6 +28,7 @@ from memory.extract.base import Extractor
 from memory.extract.guards import normalise_lore_line
 from memory.guild_settings import GuildSettingsCache
 from memory.ingest.inbox import Inbox
+from memory.ingest.llm_decision import LLMDecider
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
 from memory.ingest.validate import validate_message
@@ -70,7 +71,10 @@ class Memory:
         embedding_client: Any = None,
         env_embedding_model: str | None = None,
         clock: Clock = system_clock,
+        decider: LLMDecider | None = None,
     ) -> None:
+        """``decider``: the LLM write decision (None: derived from an LLM
+        extractor, else the offline rules)."""
         self.config = config
         self.clock = clock
         self.db = Database(config.db_path, readers=config.read_connections)
@@ -99,6 +103,7 @@ class Memory:
             embeddings=self.embeddings,
             settings=self.guilds.settings_cache,
             on_memory_changed=self.snapshot.request,
+            decider=decider,
         )
         self.inbox = Inbox(self.db, config.ingest, clock)
         self.queue = IngestQueue(config.ingest, inbox=self.inbox, process=self.pipeline)
@@ -144,6 +149,7 @@ class Memory:
         embedder: Embedder | None = None,
         start: bool = True,
         ingest: bool = True,
+        decider: LLMDecider | None = None,
     ) -> Memory:
         if extractor is None:
             from memory.extract.rules.extractor import RuleExtractor
@@ -156,6 +162,7 @@ class Memory:
             embedding_client=embedding_client,
             env_embedding_model=env_embedding_model,
             embedder=embedder,
+            decider=decider,
         )
         if start:
             await mem.start(ingest=ingest)

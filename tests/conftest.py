@@ -70,6 +70,7 @@ async def make_memory(tmp_path: Path, local_embedder: Any) -> AsyncIterator[Call
         clock: Any = None,
         embeddings: str = "local",
         data_dir: Path | None = None,
+        decider: Any = None,
         **overrides: Any,
     ) -> Memory:
         from dataclasses import replace
@@ -87,6 +88,7 @@ async def make_memory(tmp_path: Path, local_embedder: Any) -> AsyncIterator[Call
             extractor=extractor if extractor is not None else _rules(),
             clock=clock or system_clock,
             embedder=local_embedder if embeddings == "local" else None,
+            decider=decider,
         )
         await mem.start()
         opened.append(mem)

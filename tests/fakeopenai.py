@@ -18,8 +18,9 @@ replies (FIFO) → ``chat_handler`` → default.
 Every request is recorded *before* any fault is applied, so tests can count
 attempts (e.g. client retries).
 
-Default chat reply: ``{"facts": []}`` (or ``{"results": []}`` for a batch
-schema) when the system prompt mentions facts, otherwise the bot reply shape
+Default chat reply: ``{"decisions": []}`` to a write-decision request,
+``{"facts": []}`` (or ``{"results": []}`` for a batch schema) when the system
+prompt mentions facts, otherwise the bot reply shape
 ``{"text": "ok", "memoryLine": null, "memoryLookupQuery": null}``.
 
 Embeddings are deterministic: each token of the text (``memory.text.tokens``)
@@ -30,7 +31,9 @@ share words get a positive cosine, which makes retrieval tests meaningful.
 (unrelated texts are then near-orthogonal).
 
 ``echo_facts_reply`` answers an extraction request the way a model might:
-one grounded fact per message of three words or more.
+one grounded fact per message of three words or more; a write-decision
+request (schema ``memory_decisions``) it answers with ``echo_decisions_reply``:
+``add`` for every candidate.
 
 Run it as a separate process (benchmarks, CLI tests)::
 
@@ -165,10 +168,36 @@ _BATCH_HEAD = re.compile(r"^Message (\d+) \(author: (.*)\):$")
 _BLOCK = re.compile(r"<<<\n(.*?)\n>>>", re.DOTALL)
 
 
+_CANDIDATE_HEAD = re.compile(r"^C(\d+) about ", re.MULTILINE)
+
+
+def echo_decisions_reply(body: dict[str, Any]) -> str:
+    """A write-decision answer: ``add`` for every candidate of the request."""
+    user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
+    return json.dumps(
+        {
+            "decisions": [
+                {
+                    "candidate": int(n),
+                    "decision": "add",
+                    "target": None,
+                    "text": None,
+                    "reason": "new",
+                }
+                for n in _CANDIDATE_HEAD.findall(user)
+            ]
+        }
+    )
+
+
 def echo_facts_reply(body: dict[str, Any]) -> str:
     """One grounded fact per message of three words or more ("<author> said
     <its first words>."), in the shape the extractor asked for: the batch
-    schema or the single-message one."""
+    schema or the single-message one. A write-decision request gets
+    ``echo_decisions_reply``."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and (fmt.get("json_schema") or {}).get("name") == "memory_decisions":
+        return echo_decisions_reply(body)
     user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
 
     def fact(author: str, text: str) -> list[dict[str, Any]]:
@@ -255,6 +284,9 @@ def default_chat_reply(body: dict[str, Any]) -> str:
     )
     schema = _schema_of(body)
     props = (schema or {}).get("properties") or {}
+    if "decisions" in props:
+        # A write decision with no answer for any candidate: the rules decide.
+        return json.dumps({"decisions": []})
     if "fact" in system.lower():
         if "results" in props:
             return json.dumps({"results": []})

@@ -3,6 +3,7 @@ facts of one subject. Functions run inside the caller's write transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,13 @@ def current_facts(con: Any, guild_id: str, subject: str) -> list[CurrentFact]:
         )
         for r in rows
     ]
+
+
+def current_facts_of(
+    con: Any, guild_id: str, subjects: Sequence[str]
+) -> dict[str, list[CurrentFact]]:
+    """``current_facts`` of each of ``subjects``."""
+    return {s: current_facts(con, guild_id, s) for s in subjects}
 
 
 def observed_time(con: Any, new: NewFact, now: str) -> str:
