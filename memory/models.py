@@ -114,11 +114,13 @@ class Fact:
 
 
 class Remembered(NamedTuple):
-    """What ``Memory.remember_line`` stored: the fact, and "add" (new) or "update"
-    (already known). A (fact, event) pair, as ``Memory.traces.record`` takes it."""
+    """What ``Memory.remember_line`` stored: the fact, and the write decision
+    ("add": new; "noop": already known; "update": a known fact took the more
+    specific text; "supersede": it replaced a fact it contradicts). A (fact,
+    event) pair, as ``Memory.traces.record`` takes it."""
 
     fact: Fact
-    event: Literal["add", "update"]
+    event: Literal["add", "noop", "update", "supersede"]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from memory.extract.llm import LLMExtractor
 from memory.ingest.decision import Decision, decide
 from memory.ingest.jobs import Job
 from memory.ingest.llm_decision import DecisionCandidate, LLMDecider, Proposal, prepare, resolve
+from memory.models import LORE_SUBJECT
 from memory.store import fact_decision
 from memory.store.db import Database
 
@@ -119,6 +120,22 @@ class WriteDecisions:
             )
             return None
         return [Planned(p, shown) for p, shown in zip(proposals, request.shown, strict=True)]
+
+    async def plan_one(
+        self,
+        guild_id: str,
+        fact: str,
+        observed_at: str,
+        extractor: Extractor | None,
+        actions: list[dict[str, Any]],
+    ) -> Planned | None:
+        """The LLM's answer for one lore line, or None (the rules decide)."""
+        decider = self.decider_for(extractor)
+        if decider is None:
+            return None
+        cand = DecisionCandidate(LORE_SUBJECT, "", fact, observed_at)
+        answers = await self.ask(decider, guild_id, [cand], actions)
+        return answers[0] if answers else None
 
     def decide(
         self,

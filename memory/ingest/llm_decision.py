@@ -46,6 +46,8 @@ from memory.llm import chat_completion, parse_json_object
 
 log = logging.getLogger(__name__)
 
+# How the prompt names the subject of server lore (facts with no one person).
+LORE = "the server (lore)"
 # Current facts of a subject shown to the model per candidate.
 NEAREST_PER_CANDIDATE = 6
 
@@ -172,7 +174,7 @@ def prepare(
     lines = ["Existing facts:"]
     for fact_id, alias in alias_of.items():
         name, f = facts_by_id[fact_id]
-        lines.append(f"[F{alias}] about {name}, last observed {f.last_observed_at[:10]}: ")
+        lines.append(f"[F{alias}] about {name or LORE}, last observed {f.last_observed_at[:10]}: ")
         lines[-1] += _block(f.fact)
     if not alias_of:
         lines.append("(none)")
@@ -181,7 +183,7 @@ def prepare(
     for i, (cand, ids) in enumerate(zip(candidates, shown, strict=True), start=1):
         listed = ", ".join(f"F{alias_of[x]}" for x in ids) or "none"
         lines.append(
-            f"C{i} about {cand.name}, observed {cand.observed_at[:10]}: {_block(cand.fact)} "
+            f"C{i} about {cand.name or LORE}, observed {cand.observed_at[:10]}: {_block(cand.fact)} "
             f"(existing facts to compare: {listed})"
         )
     return Prepared(tuple(shown), aliases, "\n".join(lines))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory.ingest.decision import CurrentFact, Decision
+from memory.ingest.decision import CurrentFact, Decision, decide
 from memory.models import Fact
 from memory.store.fact_time import message_time, observe
 from memory.store.facts import add_history, get_fact, upsert_fact
@@ -128,6 +128,34 @@ def apply_decision(con: Any, new: NewFact, decision: Decision, *, now: str, acto
     out = get_fact(con, new.guild_id, fact.id)
     assert out is not None
     return Applied(out, up.changed)
+
+
+def supersede_by_edit(con: Any, guild_id: str, fact_id: int, *, actor: str, now: str) -> list[int]:
+    """After an operator edited a current fact: the edit is the newest word on
+    its slot, so the subject's other current facts it contradicts (the same
+    single-valued slot, another value) close now, with supersede rows naming
+    the operator. Returns their ids."""
+    fact = get_fact(con, guild_id, fact_id)
+    if fact is None or not fact.is_active or fact.valid_to is not None:
+        return []
+    others = [c for c in current_facts(con, guild_id, fact.subject) if c.id != fact.id]
+    decision = decide(fact.fact, now, others)
+    if decision.kind != "supersede":
+        return []
+    new = NewFact(
+        guild_id,
+        fact.channel_id,
+        fact.subject,
+        fact.fact,
+        fact.fact_type,
+        fact.evidence_text,
+        None,
+        fact.confidence,
+        now,
+    )
+    for old_id in decision.targets:
+        _supersede(con, new, old_id, fact, now, f"operator edit, {decision.reason}", now, actor)
+    return list(decision.targets)
 
 
 def _close(con: Any, fact_id: int, valid_to: str, now: str) -> None:
