@@ -14,6 +14,7 @@ from memory.snapshot import SnapshotRefresher
 from memory.store import facts as store
 from memory.store.db import Database
 from memory.store.fact_decision import supersede_by_edit
+from memory.store.fact_time import FactSource, fact_sources
 
 LIST_LIMIT_MAX = 500
 
@@ -60,6 +61,10 @@ class FactOps:
 
     async def history(self, guild_id: str, fact_id: int) -> list[HistoryEntry]:
         return list(await self._db.read(store.fact_history, guild_id, fact_id))
+
+    async def sources(self, guild_id: str, fact_id: int) -> list[FactSource]:
+        """The messages the fact was observed in (id, time), oldest first."""
+        return list(await self._db.read(fact_sources, guild_id, fact_id))
 
     async def edit(
         self,
