@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from memory.text import tokens
@@ -160,12 +161,15 @@ _CANONICAL = {
 }
 
 
+@lru_cache(maxsize=8192)
 def _words(text: str) -> tuple[str, ...]:
     return tuple(_CANONICAL.get(t, t) for t in tokens(text) if t not in _STOPWORDS)
 
 
+@lru_cache(maxsize=8192)
 def slot_of(fact: str) -> Slot | None:
-    """The single-valued slot a normalised fact fills, or None."""
+    """The single-valued slot a normalised fact fills, or None. Cached: a
+    subject's current facts are read again for every candidate."""
     for kind, pattern in _SLOT_PATTERNS:
         m = pattern.match(fact.strip())
         if m is None or _RELATIVE.search(m.group("who")):

@@ -1,0 +1,259 @@
+"""Write-decision benchmark: the offline decision's added cost per fact.
+
+    .venv/bin/python bench/decision.py            # full run
+    .venv/bin/python bench/decision.py --quick    # short smoke run
+
+Candidates come from the real export (``--export``, default the one in
+tests/data) through the rule extractor and the guards, each author a subject,
+observed at increasing times; a few slot phrases ("X lives in …", "X works
+at …") are mixed in so that supersedes happen as they would. Each subject
+first holds ``--facts-per-subject`` current facts (default 60, a member near
+the 80-fact cap: the decision compares a candidate with every current fact of
+its subject), then a warm-up half of the candidates goes through the decision
+path (SQLite file, migrated, WAL); then each candidate of the timed half is
+written twice, into two copies of that database:
+
+- ``with decision``: read the subject's current facts, decide (rules),
+  apply the decision (add / noop / update / supersede with history);
+- ``plain upsert``: the store's upsert of the same text (what writing a
+  candidate costs without any decision).
+
+The added cost per fact is the difference of the two, per candidate; the
+decision alone (read current facts + rules, no write) is timed too. Each
+write runs in its own transaction, as the pipeline's per-message writes do.
+
+Target: added cost p50 ≤ 2 ms. Writes bench/results/decision.json and
+prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shutil
+import sys
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import EXPORT, export_texts, loadavg, percentile, print_table, write_json
+from memory.clock import iso
+from memory.extract.guards import filter_candidates
+from memory.extract.rules.extractor import RuleExtractor
+from memory.ingest.decision import decide
+from memory.store import sqlite
+from memory.store.fact_decision import NewFact, apply_decision, current_facts, observed_time
+from memory.store.facts import upsert_fact
+from memory.store.migrations import migrate
+
+GUILD = "900000000000000001"
+START = datetime(2024, 1, 1, tzinfo=UTC)
+CITIES = ("Lisbon", "Porto", "Oslo", "Tokyo", "Berlin", "Lyon", "Austin", "Denver")
+EMPLOYERS = ("Google", "a bakery", "the hospital", "Acme", "the university")
+
+
+@dataclass(frozen=True)
+class Item:
+    new: NewFact
+    name: str
+
+
+async def candidates(export: Path, limit: int) -> list[Item]:
+    """Guarded candidates of the export's messages, in message order, with
+    slot phrases mixed in (about one message in thirty)."""
+    rules = RuleExtractor()
+    rng = random.Random(7)
+    out: list[Item] = []
+    texts = export_texts(export)
+    i = 0
+    while len(out) < limit and texts:
+        author, text = texts[i % len(texts)]
+        i += 1
+        if rng.random() < 0.03:
+            text = rng.choice(
+                (f"I live in {rng.choice(CITIES)}", f"I work at {rng.choice(EMPLOYERS)}")
+            )
+        cands = await rules.extract(text, author, 4)
+        for c in filter_candidates(cands, text, author=author).accepted:
+            at = iso(START + timedelta(minutes=len(out)))
+            subject = str(920000000000000000 + zlib.crc32(author.encode()))
+            new = NewFact(GUILD, "c1", subject, c.fact, c.type, c.evidence, None, 0.6, at)
+            out.append(Item(new, author))
+        if i > 50 * max(1, limit):
+            break
+    return out[:limit]
+
+
+VERBS = ("collects", "repairs", "paints", "studies", "photographs", "restores", "sketches")
+THINGS = ("old maps", "clocks", "bicycles", "fossils", "stamps", "radios", "papyri", "coins")
+
+
+def _fill(con: Any, items: list[Item], per_subject: int, now: str) -> None:
+    """``per_subject`` distinct current facts for each subject of ``items``."""
+    names = {i.new.subject: i.name for i in items}
+    with con:
+        for subject, name in names.items():
+            for k in range(per_subject):
+                verb, thing = VERBS[k % len(VERBS)], THINGS[(k // len(VERBS)) % len(THINGS)]
+                upsert_fact(
+                    con,
+                    guild_id=GUILD,
+                    channel_id="c1",
+                    subject=subject,
+                    fact=f"{name} {verb} {thing} from region {k}.",
+                    fact_type="other",
+                    evidence=None,
+                    source_message_id=None,
+                    confidence=0.6,
+                    now=now,
+                    actor="bench",
+                    observed_at=iso(START - timedelta(days=1, minutes=k)),
+                )
+
+
+def _with_decision(con: Any, item: Item, now: str) -> str:
+    with con:
+        current = current_facts(con, GUILD, item.new.subject)
+        seen = observed_time(con, item.new, now)
+        d = decide(item.new.fact, seen, current, item.name)
+        apply_decision(con, item.new, d, now=now, actor="bench")
+    return d.kind
+
+
+def _plain(con: Any, item: Item, now: str) -> None:
+    n = item.new
+    with con:
+        upsert_fact(
+            con,
+            guild_id=n.guild_id,
+            channel_id=n.channel_id,
+            subject=n.subject,
+            fact=n.fact,
+            fact_type=n.fact_type,
+            evidence=n.evidence,
+            source_message_id=None,
+            confidence=n.confidence,
+            now=now,
+            actor="bench",
+            observed_at=n.observed_at,
+        )
+
+
+def _decide_only(con: Any, item: Item, now: str) -> None:
+    current = current_facts(con, GUILD, item.new.subject)
+    decide(item.new.fact, observed_time(con, item.new, now), current, item.name)
+
+
+def _timed(fn: Any, *args: Any) -> float:
+    t0 = time.perf_counter()
+    fn(*args)
+    return (time.perf_counter() - t0) * 1000
+
+
+def _stats(ms: list[float]) -> dict[str, float]:
+    return {
+        "p50": percentile(ms, 50),
+        "p95": percentile(ms, 95),
+        "p99": percentile(ms, 99),
+        "mean": sum(ms) / len(ms),
+    }
+
+
+async def run(n: int, per_subject: int, export: Path, tmp: Path) -> dict[str, Any]:
+    items = await candidates(export, n)
+    warm, timed = items[: len(items) // 2], items[len(items) // 2 :]
+    now = iso(START + timedelta(days=400))
+    base = tmp / "base.sqlite3"
+    con = sqlite.connect(base)
+    migrate(con)
+    _fill(con, items, per_subject, now)
+    for item in warm:
+        _with_decision(con, item, now)
+    per_subject = con.execute(
+        "SELECT count(*) FROM memory_facts WHERE valid_to IS NULL GROUP BY subject"
+    ).fetchall()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    shutil.copy(base, tmp / "plain.sqlite3")
+    with_con = sqlite.connect(base)
+    plain_con = sqlite.connect(tmp / "plain.sqlite3")
+    decide_ms: list[float] = []
+    with_ms: list[float] = []
+    plain_ms: list[float] = []
+    kinds: dict[str, int] = {}
+    for item in timed:
+        decide_ms.append(_timed(_decide_only, with_con, item, now))
+        t0 = time.perf_counter()
+        kind = _with_decision(with_con, item, now)
+        with_ms.append((time.perf_counter() - t0) * 1000)
+        kinds[kind] = kinds.get(kind, 0) + 1
+        plain_ms.append(_timed(_plain, plain_con, item, now))
+    with_con.close()
+    plain_con.close()
+    added = [w - p for w, p in zip(with_ms, plain_ms, strict=True)]
+    counts = sorted(int(r[0]) for r in per_subject)
+    return {
+        "candidates_timed": len(timed),
+        "candidates_warmup": len(warm),
+        "subjects": len(counts),
+        "current_facts_per_subject": {
+            "p50": percentile([float(c) for c in counts], 50),
+            "max": max(counts) if counts else 0,
+        },
+        "decisions": kinds,
+        "decision_only_ms": _stats(decide_ms),
+        "write_with_decision_ms": _stats(with_ms),
+        "plain_upsert_ms": _stats(plain_ms),
+        "added_ms": _stats(added),
+        "target_added_p50_ms": 2.0,
+    }
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="short run (smoke test)")
+    ap.add_argument("--candidates", type=int, default=4000)
+    ap.add_argument("--facts-per-subject", type=int, default=60)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--export", type=Path, default=EXPORT, help="a DiscordChatExporter JSON file")
+    args = ap.parse_args()
+    n = min(args.candidates, 800) if args.quick else args.candidates
+    load_before = loadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        result = await run(n, args.facts_per_subject, args.export, Path(tmp))
+    load_after = loadavg()
+    print(
+        f"\nOffline write decision: {result['candidates_timed']} candidates timed after "
+        f"{result['candidates_warmup']} warm-up, {result['subjects']} subjects "
+        f"(current facts per subject p50 {result['current_facts_per_subject']['p50']:.0f}, "
+        f"max {result['current_facts_per_subject']['max']})"
+    )
+    print_table(
+        ["ms per fact", "p50", "p95", "p99", "mean"],
+        [
+            [label, r["p50"], r["p95"], r["p99"], r["mean"]]
+            for label, r in (
+                ("decision only (read + rules)", result["decision_only_ms"]),
+                ("write with decision", result["write_with_decision_ms"]),
+                ("plain upsert", result["plain_upsert_ms"]),
+                ("added by the decision", result["added_ms"]),
+            )
+        ],
+    )
+    print(f"decisions: {result['decisions']}")
+    print(f"load average before {load_before}, after {load_after}")
+    payload = {**result, "load_average": {"before": load_before, "after": load_after}}
+    path = write_json("decision", payload, args.json)
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
