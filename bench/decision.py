@@ -3,10 +3,12 @@
     .venv/bin/python bench/decision.py            # full run
     .venv/bin/python bench/decision.py --quick    # short smoke run
 
-Candidates come from the real export (``--export``, default the one in
-tests/data) through the rule extractor and the guards, each author a subject,
-observed at increasing times; a few slot phrases ("X lives in …", "X works
-at …") are mixed in so that supersedes happen as they would. Each subject
+Candidates come from the real export's messages (``--export``, default the
+one in tests/data), each author a subject, observed at increasing times: the
+rule extractor's guarded facts, else the "<author> said …" fact an LLM
+extractor (the fake server) makes of the message; one candidate in eight
+repeats an earlier one (a re-observation) and one in four is a slot phrase
+("X lives in …", "X works at …") of one of the same authors. Each subject
 first holds ``--facts-per-subject`` current facts (default 60, a member near
 the 80-fact cap: the decision compares a candidate with every current fact of
 its subject), then a warm-up half of the candidates goes through the decision
@@ -20,7 +22,8 @@ written twice, into two copies of that database:
 
 The added cost per fact is the difference of the two, per candidate; the
 decision alone (read current facts + rules, no write) is timed too. Each
-write runs in its own transaction, as the pipeline's per-message writes do.
+write runs in its own transaction and ends with the archive beyond the cap,
+as the pipeline's per-message writes do.
 
 Target: added cost p50 ≤ 2 ms. Writes bench/results/decision.json and
 prints a table.
@@ -45,15 +48,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import EXPORT, export_texts, loadavg, percentile, print_table, write_json
 from memory.clock import iso
+from memory.config import IngestConfig
 from memory.extract.guards import filter_candidates
 from memory.extract.rules.extractor import RuleExtractor
 from memory.ingest.decision import decide
 from memory.store import sqlite
 from memory.store.fact_decision import NewFact, apply_decision, current_facts, observed_time
-from memory.store.facts import upsert_fact
+from memory.store.facts import archive_excess, upsert_fact
 from memory.store.migrations import migrate
 
 GUILD = "900000000000000001"
+KEEP = IngestConfig().keep_facts_per_subject  # the pipeline's archive cap
 START = datetime(2024, 1, 1, tzinfo=UTC)
 CITIES = ("Lisbon", "Porto", "Oslo", "Tokyo", "Berlin", "Lyon", "Austin", "Denver")
 EMPLOYERS = ("Google", "a bakery", "the hospital", "Acme", "the university")
@@ -65,30 +70,54 @@ class Item:
     name: str
 
 
-async def candidates(export: Path, limit: int) -> list[Item]:
-    """Guarded candidates of the export's messages, in message order, with
-    slot phrases mixed in (about one message in thirty)."""
+def _said(author: str, text: str) -> str | None:
+    """What an LLM extractor might make of a message the rules find nothing
+    in: "<author> said <its first words>." (the fake server's echo)."""
+    words = text.split()[:8]
+    return f"{author} said {' '.join(words).rstrip('.!?,;:')}." if len(words) >= 3 else None
+
+
+async def candidates(export: Path, limit: int) -> tuple[list[Item], int]:
+    """``limit`` candidates from the export's messages in message order: the
+    rule extractor's guarded facts, else the message's "<author> said …"
+    fact; one candidate in eight repeats an earlier one (a re-observation)
+    and one in four is a slot phrase ("X lives in …", "X works at …") of one
+    of the same authors, so that noops and supersedes happen."""
     rules = RuleExtractor()
     rng = random.Random(7)
-    out: list[Item] = []
-    texts = export_texts(export)
-    i = 0
-    while len(out) < limit and texts:
-        author, text = texts[i % len(texts)]
-        i += 1
-        if rng.random() < 0.03:
-            text = rng.choice(
-                (f"I live in {rng.choice(CITIES)}", f"I work at {rng.choice(EMPLOYERS)}")
-            )
-        cands = await rules.extract(text, author, 4)
-        for c in filter_candidates(cands, text, author=author).accepted:
-            at = iso(START + timedelta(minutes=len(out)))
-            subject = str(920000000000000000 + zlib.crc32(author.encode()))
-            new = NewFact(GUILD, "c1", subject, c.fact, c.type, c.evidence, None, 0.6, at)
-            out.append(Item(new, author))
-        if i > 50 * max(1, limit):
+    real: list[tuple[str, str, str, str | None]] = []
+    for author, text in export_texts(export):
+        accepted = filter_candidates(await rules.extract(text, author, 4), text, author=author)
+        found = [(author, c.fact, c.type, c.evidence) for c in accepted.accepted]
+        said = _said(author, text)
+        if not found and said is not None:
+            found = [(author, said, "other", None)]
+        real.extend(found)
+        if len(real) >= limit:
             break
-    return out[:limit]
+    if not real:
+        raise SystemExit(f"{export}: no candidates")
+    authors = sorted({a for a, *_ in real})
+    out: list[Item] = []
+    fresh = iter(real * (limit // len(real) + 1))
+    for k in range(limit):
+        at = iso(START + timedelta(minutes=k))
+        if k % 4 == 3:
+            author = rng.choice(authors)
+            place = rng.choice(
+                (f"lives in {rng.choice(CITIES)}", f"works at {rng.choice(EMPLOYERS)}")
+            )
+            fact, ftype, evidence = f"{author} {place}.", "profile", None
+        elif k % 8 == 1 and out:
+            again = rng.choice(out).new
+            author = next(i.name for i in out if i.new.subject == again.subject)
+            fact, ftype, evidence = again.fact, again.fact_type, again.evidence
+        else:
+            author, fact, ftype, evidence = next(fresh)
+        subject = str(920000000000000000 + zlib.crc32(author.encode()))
+        new = NewFact(GUILD, "c1", subject, fact, ftype, evidence, None, 0.6, at)
+        out.append(Item(new, author))
+    return out, len({f for _, f, *_ in real})
 
 
 VERBS = ("collects", "repairs", "paints", "studies", "photographs", "restores", "sketches")
@@ -124,6 +153,7 @@ def _with_decision(con: Any, item: Item, now: str) -> str:
         seen = observed_time(con, item.new, now)
         d = decide(item.new.fact, seen, current, item.name)
         apply_decision(con, item.new, d, now=now, actor="bench")
+        archive_excess(con, GUILD, item.new.subject, KEEP, now)
     return d.kind
 
 
@@ -144,6 +174,7 @@ def _plain(con: Any, item: Item, now: str) -> None:
             actor="bench",
             observed_at=n.observed_at,
         )
+        archive_excess(con, GUILD, n.subject, KEEP, now)
 
 
 def _decide_only(con: Any, item: Item, now: str) -> None:
@@ -167,7 +198,7 @@ def _stats(ms: list[float]) -> dict[str, float]:
 
 
 async def run(n: int, per_subject: int, export: Path, tmp: Path) -> dict[str, Any]:
-    items = await candidates(export, n)
+    items, export_facts = await candidates(export, n)
     warm, timed = items[: len(items) // 2], items[len(items) // 2 :]
     now = iso(START + timedelta(days=400))
     base = tmp / "base.sqlite3"
@@ -177,7 +208,7 @@ async def run(n: int, per_subject: int, export: Path, tmp: Path) -> dict[str, An
     for item in warm:
         _with_decision(con, item, now)
     per_subject = con.execute(
-        "SELECT count(*) FROM memory_facts WHERE valid_to IS NULL GROUP BY subject"
+        "SELECT count(*) FROM memory_facts WHERE is_active = 1 AND valid_to IS NULL GROUP BY subject"
     ).fetchall()
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.close()
@@ -200,6 +231,7 @@ async def run(n: int, per_subject: int, export: Path, tmp: Path) -> dict[str, An
     added = [w - p for w, p in zip(with_ms, plain_ms, strict=True)]
     counts = sorted(int(r[0]) for r in per_subject)
     return {
+        "export_facts": export_facts,
         "candidates_timed": len(timed),
         "candidates_warmup": len(warm),
         "subjects": len(counts),
@@ -231,7 +263,8 @@ async def main() -> int:
     load_after = loadavg()
     print(
         f"\nOffline write decision: {result['candidates_timed']} candidates timed after "
-        f"{result['candidates_warmup']} warm-up, {result['subjects']} subjects "
+        f"{result['candidates_warmup']} warm-up ({result['export_facts']} distinct facts "
+        f"from the export), {result['subjects']} subjects "
         f"(current facts per subject p50 {result['current_facts_per_subject']['p50']:.0f}, "
         f"max {result['current_facts_per_subject']['max']})"
     )

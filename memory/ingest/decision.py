@@ -192,6 +192,7 @@ def slot_of(fact: str) -> Slot | None:
     return None
 
 
+@lru_cache(maxsize=8192)
 def content_tokens(fact: str, name: str | None = None) -> frozenset[str]:
     """The words that carry a fact's content: no stopwords, not the subject's name."""
     drop = set(tokens(name)) if name else set()
