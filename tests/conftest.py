@@ -103,3 +103,14 @@ def _rules() -> Any:
     from memory.extract.rules.extractor import RuleExtractor
 
     return RuleExtractor()
+
+
+@pytest_asyncio.fixture
+async def fake_llm_client(fake_openai: Any) -> AsyncIterator[Any]:
+    """An ``openai`` client of the fake server, closed after the test (an
+    unclosed one is finalised later on a closed loop)."""
+    client = fake_openai.client()
+    try:
+        yield client
+    finally:
+        await client.close()

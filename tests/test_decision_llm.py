@@ -85,7 +85,7 @@ SCENARIOS: dict[str, tuple[str, str, str, list[tuple[str, bool, bool]]]] = {
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 async def test_each_decision_offline_and_with_the_llm(
-    name: str, make_memory: Any, fake_openai: FakeOpenAI, tmp_path: Path
+    name: str, make_memory: Any, fake_openai: FakeOpenAI, fake_llm_client: Any, tmp_path: Path
 ) -> None:
     first, second, reply, expected = SCENARIOS[name]
     offline = await make_memory(embeddings="none")
@@ -94,7 +94,7 @@ async def test_each_decision_offline_and_with_the_llm(
     assert offline.admin.counters()["decision_llm_calls"] == 0
 
     fake_openai.script_chat(reply)
-    decider = LLMDecider(fake_openai.client(), "decider-model")
+    decider = LLMDecider(fake_llm_client, "decider-model")
     mem = await make_memory(embeddings="none", data_dir=tmp_path / "llm", decider=decider)
     await two_messages(mem, first, second)
     assert await end_state(mem) == expected
@@ -113,11 +113,11 @@ async def test_each_decision_offline_and_with_the_llm(
 
 
 async def test_the_model_decides_what_the_rules_cannot(
-    make_memory: Any, fake_openai: FakeOpenAI
+    make_memory: Any, fake_openai: FakeOpenAI, fake_llm_client: Any
 ) -> None:
     # No single-valued slot: the rules would add; the model says she switched.
     fake_openai.script_chat(decisions(("supersede", 1, None)))
-    mem = await make_memory(embeddings="none", decider=LLMDecider(fake_openai.client(), "m"))
+    mem = await make_memory(embeddings="none", decider=LLMDecider(fake_llm_client, "m"))
     await two_messages(mem, "I play the violin", "I play the cello")
     assert await end_state(mem) == [
         ("Alice plays the cello.", True, True),
@@ -130,10 +130,10 @@ async def test_the_model_decides_what_the_rules_cannot(
 
 
 async def test_an_older_observation_never_supersedes_whatever_the_model_says(
-    make_memory: Any, fake_openai: FakeOpenAI
+    make_memory: Any, fake_openai: FakeOpenAI, fake_llm_client: Any
 ) -> None:
     fake_openai.script_chat(decisions(("supersede", 1, None)))
-    mem = await make_memory(embeddings="none", decider=LLMDecider(fake_openai.client(), "m"))
+    mem = await make_memory(embeddings="none", decider=LLMDecider(fake_llm_client, "m"))
     # The newer message arrives first; the older one (an import) second.
     await ingest(mem, msg("I live in Berlin", id="930000000000000011", created_at=NEW_AT))
     await ingest(mem, msg("I live in Munich", id="930000000000000012", created_at=OLD_AT))
@@ -160,10 +160,10 @@ FAULTS: dict[str, Fault | str] = {
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 async def test_faults_fall_back_to_the_rules_with_the_same_end_state(
-    fault: str, make_memory: Any, fake_openai: FakeOpenAI
+    fault: str, make_memory: Any, fake_openai: FakeOpenAI, fake_llm_client: Any
 ) -> None:
     fake_openai.script_chat(FAULTS[fault])
-    decider = LLMDecider(fake_openai.client(), "m", timeout_s=0.5)
+    decider = LLMDecider(fake_llm_client, "m", timeout_s=0.5)
     mem = await make_memory(embeddings="none", decider=decider)
     await two_messages(mem, "I live in New York", "I moved to Los Angeles")
     assert await end_state(mem) == SCENARIOS["contradiction"][3]
@@ -180,7 +180,7 @@ async def test_faults_fall_back_to_the_rules_with_the_same_end_state(
 
 
 async def test_one_call_per_batch_and_facts_new_to_the_model_go_to_the_rules(
-    make_memory: Any, fake_openai: FakeOpenAI
+    make_memory: Any, fake_openai: FakeOpenAI, fake_llm_client: Any
 ) -> None:
     """Three messages in one batch: one call. The model answers "add" for the
     third, but the second (written in the same batch, never shown to it)
@@ -188,7 +188,7 @@ async def test_one_call_per_batch_and_facts_new_to_the_model_go_to_the_rules(
     fake_openai.script_chat(
         decisions(("supersede", 1, None), ("add", None, None), ("add", None, None))
     )
-    mem = await make_memory(embeddings="none", decider=LLMDecider(fake_openai.client(), "m"))
+    mem = await make_memory(embeddings="none", decider=LLMDecider(fake_llm_client, "m"))
     await ingest(mem, msg("I live in Oslo", id="930000000000000021", created_at=OLD_AT))
     batch: list[IncomingMessage] = [
         msg("I moved to Porto", id="930000000000000022", created_at="2024-01-01T10:00:00.000Z"),
@@ -254,7 +254,7 @@ def test_resolve_enforces_newer_wins_and_guards_the_update_text() -> None:
 
 
 async def test_an_llm_extractor_brings_the_llm_decision_on_its_endpoint_and_model(
-    make_memory: Any, fake_openai: FakeOpenAI, tmp_path: Path
+    make_memory: Any, fake_openai: FakeOpenAI, fake_llm_client: Any, tmp_path: Path
 ) -> None:
     from dataclasses import replace
 
@@ -269,7 +269,7 @@ async def test_an_llm_extractor_brings_the_llm_decision_on_its_endpoint_and_mode
         return json.dumps({"facts": [{**fact, "evidence": None}]})
 
     fake_openai.chat_handler = answer
-    extractor = LLMExtractor(fake_openai.client(), "extract-model")
+    extractor = LLMExtractor(fake_llm_client, "extract-model")
     mem = await make_memory(embeddings="none", extractor=extractor)
     await two_messages(mem, "I live in New York", "I live in Denver now")
     models = [
