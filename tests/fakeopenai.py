@@ -14,7 +14,8 @@ Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings``,
 Order of answers for chat (and likewise transcriptions):
 ``fail_next`` faults → a random fault (chat only, with probability
 ``fault_rate``, drawn from ``random_faults`` by a seeded generator) → scripted
-replies (FIFO) → ``chat_handler`` → default.
+replies (FIFO; a write-decision request takes ``script_decisions``' replies,
+every other chat request ``script_chat``'s) → ``chat_handler`` → default.
 Every request is recorded *before* any fault is applied, so tests can count
 attempts (e.g. client retries).
 
@@ -171,6 +172,17 @@ _BLOCK = re.compile(r"<<<\n(.*?)\n>>>", re.DOTALL)
 _CANDIDATE_HEAD = re.compile(r"^C(\d+) about ", re.MULTILINE)
 
 
+DECISION_SCHEMA_NAME = "memory_decisions"
+
+
+def _schema_name(body: dict[str, Any]) -> str | None:
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and isinstance(fmt.get("json_schema"), dict):
+        name = fmt["json_schema"].get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
 def echo_decisions_reply(body: dict[str, Any]) -> str:
     """A write-decision answer: ``add`` for every candidate of the request."""
     user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
@@ -195,8 +207,7 @@ def echo_facts_reply(body: dict[str, Any]) -> str:
     <its first words>."), in the shape the extractor asked for: the batch
     schema or the single-message one. A write-decision request gets
     ``echo_decisions_reply``."""
-    fmt = body.get("response_format")
-    if isinstance(fmt, dict) and (fmt.get("json_schema") or {}).get("name") == "memory_decisions":
+    if _schema_name(body) == DECISION_SCHEMA_NAME:
         return echo_decisions_reply(body)
     user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
 
@@ -383,6 +394,7 @@ class FakeOpenAI:
 
     def __post_init__(self) -> None:
         self._chat_script: deque[str | Fault] = deque()
+        self._decision_script: deque[str | Fault] = deque()
         self._transcription_script: deque[str | Fault] = deque()
         self._faults: dict[str, deque[Fault]] = {e: deque() for e in ENDPOINTS}
         self._in_flight = 0
@@ -396,6 +408,12 @@ class FakeOpenAI:
 
     def script_chat(self, *replies: str | Fault) -> None:
         self._chat_script.extend(replies)
+
+    def script_decisions(self, *replies: str | Fault) -> None:
+        """Replies to write-decision requests (schema ``memory_decisions``),
+        kept apart from ``script_chat`` so that a scripted extraction is never
+        taken by a decision call."""
+        self._decision_script.extend(replies)
 
     def script_transcription(self, *texts: str | Fault) -> None:
         self._transcription_script.extend(texts)
@@ -414,6 +432,10 @@ class FakeOpenAI:
     def transcription_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.endpoint == "transcriptions"]
 
+    def decision_requests(self) -> list[RecordedRequest]:
+        """The chat requests that asked for a write decision."""
+        return [r for r in self.chat_requests() if _schema_name(r.body) == DECISION_SCHEMA_NAME]
+
     @property
     def pending_chat_script(self) -> int:
         return len(self._chat_script)
@@ -422,6 +444,7 @@ class FakeOpenAI:
         """Forget recorded requests, scripts and queued faults."""
         self.requests.clear()
         self._chat_script.clear()
+        self._decision_script.clear()
         self._transcription_script.clear()
         for q in self._faults.values():
             q.clear()
@@ -560,7 +583,10 @@ class FakeOpenAI:
             if problem:
                 return _json_error(400, problem)
             reply: str | Fault
-            if self._chat_script:
+            deciding = _schema_name(body) == DECISION_SCHEMA_NAME
+            if deciding and self._decision_script:
+                reply = self._decision_script.popleft()
+            elif not deciding and self._chat_script:
                 reply = self._chat_script.popleft()
             elif self.chat_handler is not None:
                 result = self.chat_handler(body)

@@ -71,7 +71,7 @@ async def test_a_lore_line_goes_to_the_llm_decision_when_one_is_configured(
     make_memory: Any, fake_openai: FakeOpenAI, fake_llm_client: Any
 ) -> None:
     answer = {"candidate": 1, "decision": "noop", "target": 1, "text": None, "reason": "same"}
-    fake_openai.script_chat(json.dumps({"decisions": [answer]}))
+    fake_openai.script_decisions(json.dumps({"decisions": [answer]}))
     mem = await make_memory(embeddings="none", decider=LLMDecider(fake_llm_client, "m"))
     first = await mem.remember_line(GUILD, "raids start at nine", source_text="raids start at nine")
     line = "our raids begin at 9 pm"

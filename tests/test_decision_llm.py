@@ -93,7 +93,7 @@ async def test_each_decision_offline_and_with_the_llm(
     assert await end_state(offline) == expected
     assert offline.admin.counters()["decision_llm_calls"] == 0
 
-    fake_openai.script_chat(reply)
+    fake_openai.script_decisions(reply)
     decider = LLMDecider(fake_llm_client, "decider-model")
     mem = await make_memory(embeddings="none", data_dir=tmp_path / "llm", decider=decider)
     await two_messages(mem, first, second)
@@ -116,7 +116,7 @@ async def test_the_model_decides_what_the_rules_cannot(
     make_memory: Any, fake_openai: FakeOpenAI, fake_llm_client: Any
 ) -> None:
     # No single-valued slot: the rules would add; the model says she switched.
-    fake_openai.script_chat(decisions(("supersede", 1, None)))
+    fake_openai.script_decisions(decisions(("supersede", 1, None)))
     mem = await make_memory(embeddings="none", decider=LLMDecider(fake_llm_client, "m"))
     await two_messages(mem, "I play the violin", "I play the cello")
     assert await end_state(mem) == [
@@ -132,7 +132,7 @@ async def test_the_model_decides_what_the_rules_cannot(
 async def test_an_older_observation_never_supersedes_whatever_the_model_says(
     make_memory: Any, fake_openai: FakeOpenAI, fake_llm_client: Any
 ) -> None:
-    fake_openai.script_chat(decisions(("supersede", 1, None)))
+    fake_openai.script_decisions(decisions(("supersede", 1, None)))
     mem = await make_memory(embeddings="none", decider=LLMDecider(fake_llm_client, "m"))
     # The newer message arrives first; the older one (an import) second.
     await ingest(mem, msg("I live in Berlin", id="930000000000000011", created_at=NEW_AT))
@@ -162,7 +162,7 @@ FAULTS: dict[str, Fault | str] = {
 async def test_faults_fall_back_to_the_rules_with_the_same_end_state(
     fault: str, make_memory: Any, fake_openai: FakeOpenAI, fake_llm_client: Any
 ) -> None:
-    fake_openai.script_chat(FAULTS[fault])
+    fake_openai.script_decisions(FAULTS[fault])
     decider = LLMDecider(fake_llm_client, "m", timeout_s=0.5)
     mem = await make_memory(embeddings="none", decider=decider)
     await two_messages(mem, "I live in New York", "I moved to Los Angeles")
@@ -185,7 +185,7 @@ async def test_one_call_per_batch_and_facts_new_to_the_model_go_to_the_rules(
     """Three messages in one batch: one call. The model answers "add" for the
     third, but the second (written in the same batch, never shown to it)
     holds the same slot: the rules supersede it."""
-    fake_openai.script_chat(
+    fake_openai.script_decisions(
         decisions(("supersede", 1, None), ("add", None, None), ("add", None, None))
     )
     mem = await make_memory(embeddings="none", decider=LLMDecider(fake_llm_client, "m"))
