@@ -1,7 +1,7 @@
 """Ingest benchmark: acknowledgement latency during a burst, and sustained
 throughput with a slow LLM extractor.
 
-    .venv/bin/python bench/ingest.py            # full run (~5 min)
+    .venv/bin/python bench/ingest.py            # full run (~7 min, LLM decision included)
     .venv/bin/python bench/ingest.py --quick    # short smoke run
 
 Part 1 — a burst of 5,000 messages (texts of the real export, ``--export``,
