@@ -1,7 +1,7 @@
 """Ingest benchmark: acknowledgement latency during a burst, and sustained
 throughput with a slow LLM extractor.
 
-    .venv/bin/python bench/ingest.py            # full run (~5 min)
+    .venv/bin/python bench/ingest.py            # full run (~7 min, LLM decision included)
     .venv/bin/python bench/ingest.py --quick    # short smoke run
 
 Part 1 — a burst of 5,000 messages (texts of the real export, ``--export``,
@@ -21,12 +21,21 @@ processed rate over the steady window (after a warm-up of a few seconds, as
 the first LLM round trips are still in flight), drops, queue depth, LLM calls
 and messages per call, and the time from acknowledgement to processed.
 
-Both parts also sample the size of the database's ``-wal`` file every 10 ms
+Part 3 (``--part decision``) — the same sustained load with the LLM write
+decision on as well (one more call per batch whose authors already have
+facts, against the same fake server at 1 s latency, for ``--seconds``,
+default 2 minutes): reports ack p99, drops, the backlog (queue depth and jobs
+in flight) at the end of the window, the extraction and decision calls, and
+how many candidates the offline rules decided because a decision call failed
+or answered nothing usable. Parts 1 and 2 run with the LLM decision off, so
+they measure extraction alone.
+
+All parts also sample the size of the database's ``-wal`` file every 10 ms
 and report its peak beside the database's size at the end: the WAL must stay
 bounded under sustained ingest (``memory.store.db``).
 
 Targets: ack p99 ≤ 5 ms; at 1 s LLM latency, 30 msg/s sustained for
-2 minutes with zero drops. Writes bench/results/ingest.json and prints tables.
+2 minutes with zero drops (with the LLM decision on too). Writes bench/results/ingest.json and prints tables.
 """
 
 from __future__ import annotations
@@ -208,14 +217,22 @@ async def burst(n: int, data_dir: Path, export: Path) -> dict[str, Any]:
 
 
 async def sustained(
-    latency_s: float, rate: float, seconds: float, data_dir: Path, export: Path
+    latency_s: float,
+    rate: float,
+    seconds: float,
+    data_dir: Path,
+    export: Path,
+    *,
+    llm_decision: bool = False,
 ) -> dict[str, Any]:
     texts = cycle(export_texts(export))
     with FakeServerThread(latency_s) as fake:
         client = fake.client(timeout=30.0)
         extractor = LLMExtractor(client, "fake-extractor", timeout_s=30.0)
         cfg = MemoryConfig.for_data_dir(
-            data_dir, embedding=EmbeddingConfig(provider="local"), ingest=IngestConfig()
+            data_dir,
+            embedding=EmbeddingConfig(provider="local"),
+            ingest=IngestConfig(llm_decision=llm_decision),
         )
         sampler = WalSampler(cfg.db_path).start()
         mem = await Memory.open(cfg, extractor=extractor)
@@ -249,11 +266,19 @@ async def sustained(
             await asyncio.sleep(0.01)
         sent_s = time.perf_counter() - started
         c_window = mem.admin.counters()
+        backlog = mem.queue.depth + mem.queue.in_flight
         await mem.drain(120)
         drained_s = time.perf_counter() - started - sent_s
         await mem.settle(300)
         c = mem.admin.counters()
-        chat_calls = len(fake.chat_requests())
+        requests = fake.chat_requests()
+        decision_calls = sum(
+            1
+            for r in requests
+            if (r.body.get("response_format") or {}).get("json_schema", {}).get("name")
+            == "memory_decisions"
+        )
+        chat_calls = len(requests) - decision_calls
         max_in_flight = fake.max_in_flight
         sampler.stop()
         await mem.close()
@@ -261,6 +286,7 @@ async def sustained(
     steady = c_window["ingest_processed"] - (processed_at_warmup or 0)
     return {
         "llm_latency_ms": latency_s * 1000,
+        "llm_decision": llm_decision,
         "offered_rate": rate,
         "seconds": seconds,
         "sent": i,
@@ -270,6 +296,11 @@ async def sustained(
         "drain_after_window_s": drained_s,
         "dropped": c["ingest_dropped"],
         "max_queue_depth": max_depth,
+        "backlog_at_window_end": backlog,
+        "decision_calls": decision_calls,
+        "decision_errors": c["decision_llm_errors"],
+        "decision_fallbacks": c["decision_llm_fallbacks"],
+        "decisions": {k: c[f"decision_{k}"] for k in ("adds", "noops", "updates", "supersedes")},
         "extract_calls": chat_calls,
         "max_concurrent_calls": max_in_flight,
         "messages_per_call": (c["ingest_processed"] / chat_calls) if chat_calls else None,
@@ -289,7 +320,8 @@ async def main() -> int:
     ap.add_argument("--burst", type=int, default=5000)
     ap.add_argument("--rate", type=float, default=30.0)
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--part", choices=("all", "burst", "sustained"), default="all")
+    ap.add_argument("--part", choices=("all", "burst", "sustained", "decision"), default="all")
+    ap.add_argument("--seconds", type=float, default=120.0, help="length of the LLM-decision run")
     ap.add_argument("--export", type=Path, default=EXPORT, help="a DiscordChatExporter JSON file")
     args = ap.parse_args()
     # One warning per dropped message would flood the terminal; they are counted.
@@ -300,17 +332,29 @@ async def main() -> int:
         plan = [(0.0, 8.0), (1.0, 12.0)]
         args.burst = min(args.burst, 1000)
     load_before = loadavg()
+    decision_seconds = 12.0 if args.quick else args.seconds
     with tempfile.TemporaryDirectory() as tmp:
         b = (
             await burst(args.burst, Path(tmp) / "burst", args.export)
-            if args.part != "sustained"
+            if args.part in ("all", "burst")
             else None
         )
         runs = [
             await sustained(lat, args.rate, secs, Path(tmp) / f"s{i}", args.export)
             for i, (lat, secs) in enumerate(plan)
-            if args.part != "burst"
+            if args.part in ("all", "sustained")
         ]
+        if args.part in ("all", "decision"):
+            runs.append(
+                await sustained(
+                    1.0,
+                    args.rate,
+                    decision_seconds,
+                    Path(tmp) / "decision",
+                    args.export,
+                    llm_decision=True,
+                )
+            )
     load_after = loadavg()
     if b is not None:
         _print_burst(b)
@@ -363,12 +407,16 @@ def _print_sustained(runs: list[dict[str, Any]], rate: float) -> None:
     print_table(
         [
             "LLM latency ms",
+            "LLM decision",
             "seconds",
             "sent",
             "processed/s",
             "dropped",
             "max depth",
-            "calls",
+            "extract calls",
+            "decision calls",
+            "rules in its place",
+            "backlog at end",
             "msgs/call",
             "max conc.",
             "ack p99 ms",
@@ -379,12 +427,16 @@ def _print_sustained(runs: list[dict[str, Any]], rate: float) -> None:
         [
             [
                 r["llm_latency_ms"],
+                "on" if r["llm_decision"] else "off",
                 r["seconds"],
                 r["sent"],
                 r["processed_rate"],
                 r["dropped"],
                 r["max_queue_depth"],
                 r["extract_calls"],
+                r["decision_calls"],
+                r["decision_fallbacks"],
+                r["backlog_at_window_end"],
                 r["messages_per_call"],
                 r["max_concurrent_calls"],
                 r["ack_ms"]["p99"],

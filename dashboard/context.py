@@ -36,6 +36,7 @@ from .serialize import (
     procedure_json,
     trace_json,
 )
+from .timeline import fact_timeline
 
 SCOPES = ("facts", "messages", "all")
 ACTION_KINDS = (
@@ -129,7 +130,7 @@ async def search_context(request: web.Request) -> dict[str, Any]:
     text = params.query_text(q, "q")
     limit = params.integer(q, "limit", default=10, lo=1, hi=cfg.search_limit_max)
     scope = params.choice(q, "scope", SCOPES, "facts")
-    as_of = params.timestamp(q, "asOf")
+    as_of = params.as_of(q, "asOf")
     # Memory types to narrow to (comma separated); the guild's api allowlist binds.
     types = [t for t in (q.get("types") or "").split(",") if t.strip()] or None
     results: list[dict[str, Any]] = []
@@ -213,7 +214,8 @@ async def fact_or_404(mem: Memory, guild: str, fact_id: int) -> Fact:
 
 
 async def fact_detail_context(request: web.Request, guild: str, fact_id: int) -> dict[str, Any]:
-    """A fact with its history, its source message and the replies that used it."""
+    """A fact with its history, its timeline (observations and decisions),
+    its source message and the replies that used it."""
     mem = memory_of(request)
     fact = await fact_or_404(mem, guild, fact_id)
     names = await member_names(mem, guild)
@@ -222,11 +224,13 @@ async def fact_detail_context(request: web.Request, guild: str, fact_id: int) ->
     if fact.source_message_id:
         found = await mem.get_message(guild, fact.source_message_id)
         source = message_json(found) if found else None
+    history = await mem.facts.history(guild, fact_id)
     return {
         "guildId": guild,
         "fact": fact_json(fact, names),
         "channel_name": channels.get(fact.channel_id or ""),
-        "history": [history_json(h) for h in await mem.facts.history(guild, fact_id)],
+        "history": [history_json(h) for h in history],
+        "timeline": await fact_timeline(mem, guild, fact, history),
         "traces": [trace_json(t) for t in await mem.traces.for_fact(guild, fact_id)],
         "source_message": source,
         "fact_types": list(FACT_TYPES),

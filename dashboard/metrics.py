@@ -42,6 +42,21 @@ _COUNTERS: dict[str, tuple[str, str, str]] = {
         "counter",
         "Write decisions: a contradiction closed a current fact.",
     ),
+    "decision_llm_calls": (
+        "decision_llm_calls_total",
+        "counter",
+        "LLM write-decision calls (one per batch with facts to compare).",
+    ),
+    "decision_llm_errors": (
+        "decision_llm_errors_total",
+        "counter",
+        "LLM write-decision calls that failed (the offline rules decided the batch).",
+    ),
+    "decision_llm_fallbacks": (
+        "decision_llm_fallbacks_total",
+        "counter",
+        "Candidates the offline rules decided because the LLM's decision failed or was unusable.",
+    ),
     "guard_refused": (
         "guard_refused_total",
         "counter",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -24,6 +24,7 @@ _INT = re.compile(r"[+-]?[0-9]{1,18}")
 # Message ids may be synthetic (voice, imports, benchmarks); same rule as the engine.
 _MESSAGE_ID = re.compile(r"[0-9A-Za-z_:.\-]{1,64}")
 _KIND = re.compile(r"[a-z0-9_]{1,40}")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 MAX_QUERY_CHARS = 2000
 
@@ -173,6 +174,16 @@ def timestamp(source: Mapping[str, Any], name: str) -> datetime | None:
         raise bad_request(
             f"{name} must be an ISO-8601 time such as 2024-05-01T12:00:00Z, not {value[:40]!r}"
         ) from None
+
+
+def as_of(source: Mapping[str, Any], name: str = "asOf") -> datetime | None:
+    """``timestamp``, where a date alone (the search page's date field) means
+    the end of that day in UTC: what memory held once the day was over."""
+    value = timestamp(source, name)
+    raw = str(source.get(name) or "").strip()
+    if value is not None and _DATE.fullmatch(raw):
+        value += timedelta(days=1) - timedelta(milliseconds=1)
+    return value
 
 
 def kind(source: Mapping[str, Any], name: str = "kind") -> str | None:

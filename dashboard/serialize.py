@@ -101,6 +101,7 @@ def history_json(e: HistoryEntry) -> dict[str, Any]:
         "source_message_id": e.source_message_id,
         "reason": e.reason,
         "created_at": e.created_at,
+        "linked_fact_id": e.linked_fact_id,
     }
 
 

@@ -21,6 +21,9 @@ class IngestConfig:
     max_facts_per_message: int = 4
     keep_facts_per_subject: int = 80
     keep_lore_per_guild: int = 120
+    # With an LLM extractor, the write decision is also the LLM's (one call
+    # per batch); off, the offline rules decide.
+    llm_decision: bool = True
     ingest_bot_messages: bool = True
     message_max_chars: int = 2000
     persist_batch_max: int = 256  # group commit size for the durable inbox

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from memory.extract.sensitivity import classifier_for
 from memory.guild_settings import GuildSettingsCache
 from memory.ingest.consent_gate import SensitiveGate
 from memory.ingest.inbox import Inbox
+from memory.ingest.llm_decision import LLMDecider
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
 from memory.ingest.validate import validate_message
@@ -69,6 +71,7 @@ from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
 from memory.store.erase import ErasureCompactor
+from memory.store.fact_decision import NewFact, apply_decision
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +86,10 @@ class Memory:
         embedding_client: Any = None,
         env_embedding_model: str | None = None,
         clock: Clock = system_clock,
+        decider: LLMDecider | None = None,
     ) -> None:
+        """``decider``: the LLM write decision (None: derived from an LLM
+        extractor, else the offline rules)."""
         self.config = config
         self.clock = clock
         self.db = Database(config.db_path, readers=config.read_connections)
@@ -115,6 +121,7 @@ class Memory:
             settings=self.guilds.settings_cache,
             on_memory_changed=self.snapshot.request,
             gate=gate,
+            decider=decider,
         )
         self.inbox = Inbox(self.db, config.ingest, clock)
         self.queue = IngestQueue(config.ingest, inbox=self.inbox, process=self.pipeline)
@@ -181,6 +188,7 @@ class Memory:
         embedder: Embedder | None = None,
         start: bool = True,
         ingest: bool = True,
+        decider: LLMDecider | None = None,
     ) -> Memory:
         if extractor is None:
             from memory.extract.rules.extractor import RuleExtractor
@@ -193,6 +201,7 @@ class Memory:
             embedding_client=embedding_client,
             env_embedding_model=env_embedding_model,
             embedder=embedder,
+            decider=decider,
         )
         if start:
             await mem.start(ingest=ingest)
@@ -332,39 +341,50 @@ class Memory:
         source_message_id: str | None = None,
         actor: str = "lore",
     ) -> Remembered | None:
-        """Store a lore line grounded in ``source_text``, with whether it was new
-        ("add") or already known ("update"). None when the line fails the guards."""
+        """Store a lore line grounded in ``source_text`` through the write
+        decision, with what it did ("add", "noop": already known, the fact
+        gets the source; "update", "supersede"). None when the line fails the
+        guards."""
         text = normalise_lore_line(line, source_text)
         if text is None:
             return None
         now = iso(self.clock())
         cfg = self.config.ingest
+        new = NewFact(
+            guild_id, channel_id, LORE_SUBJECT, text, "lore", None, source_message_id, 0.72
+        )
+        actions: list[dict[str, Any]] = []
+        decisions = self.pipeline.decisions
+        planned = await decisions.plan_one(guild_id, new.fact, now, self.extractor, actions)
 
         def work(con: Any) -> Remembered:
-            up = store.upsert_fact(
-                con,
-                guild_id=guild_id,
-                channel_id=channel_id,
-                subject=LORE_SUBJECT,
-                fact=text,
-                fact_type="lore",
-                evidence=None,
-                source_message_id=source_message_id,
-                confidence=0.72,
-                now=now,
-                actor=actor,
+            for a in actions:
+                store_ops.log_action(
+                    con, a["kind"], a["message"], now, guild_id=guild_id, detail=a["detail"]
+                )
+            decision, better = decisions.decide(con, new, "", planned, now)
+            applied = apply_decision(
+                con, replace(new, fact=better or new.fact), decision, now=now, actor=actor
             )
             store.archive_excess(con, guild_id, LORE_SUBJECT, cfg.keep_lore_per_guild, now)
+            fact = applied.fact
             store_ops.log_action(
                 con,
                 "memory_fact",
-                f"{up.event} lore fact {up.fact.id}",
+                f"{decision.kind} lore fact {fact.id}",
                 now,
                 guild_id=guild_id,
                 subject=actor.removeprefix("user:") if actor.startswith("user:") else None,
-                detail={"fact_id": up.fact.id, "event": up.event, "lore": True},
+                detail={
+                    "fact_id": fact.id,
+                    "event": decision.kind,
+                    "targets": list(decision.targets),
+                    "reason": decision.reason,
+                    "lore": True,
+                },
             )
-            return Remembered(up.fact, up.event)
+            self.pipeline.stats.count_decision(decision.kind)
+            return Remembered(fact, decision.kind)
 
         remembered = await self.db.write(work)
         self.embeddings.schedule_facts([remembered.fact])

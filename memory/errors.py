@@ -5,6 +5,7 @@ GuildloreError
 ├── StorageError         SQLite / sqlite-vec trouble
 │   └── MigrationError
 ├── ExtractionError      an extractor's transport or parse failure
+├── DecisionError        the LLM write decision failed (the offline rules decide)
 ├── EmbeddingError       an embedding provider failure
 ├── LLMError             chat-model transport or parse failure
 │   ├── MalformedReply   the model answered, but with nothing usable
@@ -42,6 +43,10 @@ class MigrationError(StorageError):
 
 class ExtractionError(GuildloreError):
     pass
+
+
+class DecisionError(GuildloreError):
+    """The LLM write decision's call failed or its reply was unusable."""
 
 
 class EmbeddingError(GuildloreError):

@@ -130,11 +130,13 @@ class Fact:
 
 
 class Remembered(NamedTuple):
-    """What ``Memory.remember_line`` stored: the fact, and "add" (new) or "update"
-    (already known). A (fact, event) pair, as ``Memory.traces.record`` takes it."""
+    """What ``Memory.remember_line`` stored: the fact, and the write decision
+    ("add": new; "noop": already known; "update": a known fact took the more
+    specific text; "supersede": it replaced a fact it contradicts). A (fact,
+    event) pair, as ``Memory.traces.record`` takes it."""
 
     fact: Fact
-    event: Literal["add", "update"]
+    event: Literal["add", "noop", "update", "supersede"]
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,9 @@ class HistoryEntry:
     source_message_id: str | None
     reason: str | None
     created_at: str
+    # The other fact of the change: a supersede row names the old or the new
+    # fact, a historical row the newer fact that closed it.
+    linked_fact_id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,7 @@ async def make_memory(tmp_path: Path, local_embedder: Any) -> AsyncIterator[Call
         clock: Any = None,
         embeddings: str = "local",
         data_dir: Path | None = None,
+        decider: Any = None,
         **overrides: Any,
     ) -> Memory:
         from dataclasses import replace
@@ -87,6 +88,7 @@ async def make_memory(tmp_path: Path, local_embedder: Any) -> AsyncIterator[Call
             extractor=extractor if extractor is not None else _rules(),
             clock=clock or system_clock,
             embedder=local_embedder if embeddings == "local" else None,
+            decider=decider,
         )
         await mem.start()
         opened.append(mem)
@@ -101,3 +103,14 @@ def _rules() -> Any:
     from memory.extract.rules.extractor import RuleExtractor
 
     return RuleExtractor()
+
+
+@pytest_asyncio.fixture
+async def fake_llm_client(fake_openai: Any) -> AsyncIterator[Any]:
+    """An ``openai`` client of the fake server, closed after the test (an
+    unclosed one is finalised later on a closed loop)."""
+    client = fake_openai.client()
+    try:
+        yield client
+    finally:
+        await client.close()

@@ -14,7 +14,8 @@ Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings``,
 Order of answers for chat (and likewise transcriptions):
 ``fail_next`` faults → a random fault (chat only, with probability
 ``fault_rate``, drawn from ``random_faults`` by a seeded generator) → scripted
-replies (FIFO) → ``chat_handler`` → default.
+replies (FIFO; a write-decision request takes ``script_decisions``' replies,
+every other chat request ``script_chat``'s) → ``chat_handler`` → default.
 Every request is recorded *before* any fault is applied, so tests can count
 attempts (e.g. client retries).
 
@@ -27,7 +28,8 @@ with a 400, like an endpoint without function calling. Requests are checked
 the way OpenAI checks them: every ``tool`` message must answer a call of the
 assistant turn before it, and every call must be answered.
 
-Default chat reply: ``{"facts": []}`` (or ``{"results": []}`` for a batch
+Default chat reply: ``{"decisions": []}`` to a write-decision request,
+``{"facts": []}`` (or ``{"results": []}`` for a batch
 schema) when the system prompt mentions facts, otherwise the bot reply shape
 ``{"text": "ok", "memoryLine": null, "memoryLookupQuery": null}``.
 
@@ -39,7 +41,9 @@ share words get a positive cosine, which makes retrieval tests meaningful.
 (unrelated texts are then near-orthogonal).
 
 ``echo_facts_reply`` answers an extraction request the way a model might:
-one grounded fact per message of three words or more.
+one grounded fact per message of three words or more; a write-decision
+request (schema ``memory_decisions``) it answers with ``echo_decisions_reply``:
+``add`` for every candidate.
 
 Run it as a separate process (benchmarks, CLI tests)::
 
@@ -190,10 +194,46 @@ _BATCH_HEAD = re.compile(r"^Message (\d+) \(author: (.*)\):$")
 _BLOCK = re.compile(r"<<<\n(.*?)\n>>>", re.DOTALL)
 
 
+_CANDIDATE_HEAD = re.compile(r"^C(\d+) about ", re.MULTILINE)
+
+
+DECISION_SCHEMA_NAME = "memory_decisions"
+
+
+def _schema_name(body: dict[str, Any]) -> str | None:
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and isinstance(fmt.get("json_schema"), dict):
+        name = fmt["json_schema"].get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+def echo_decisions_reply(body: dict[str, Any]) -> str:
+    """A write-decision answer: ``add`` for every candidate of the request."""
+    user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
+    return json.dumps(
+        {
+            "decisions": [
+                {
+                    "candidate": int(n),
+                    "decision": "add",
+                    "target": None,
+                    "text": None,
+                    "reason": "new",
+                }
+                for n in _CANDIDATE_HEAD.findall(user)
+            ]
+        }
+    )
+
+
 def echo_facts_reply(body: dict[str, Any]) -> str:
     """One grounded fact per message of three words or more ("<author> said
     <its first words>."), in the shape the extractor asked for: the batch
-    schema or the single-message one."""
+    schema or the single-message one. A write-decision request gets
+    ``echo_decisions_reply``."""
+    if _schema_name(body) == DECISION_SCHEMA_NAME:
+        return echo_decisions_reply(body)
     user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
 
     def fact(author: str, text: str) -> list[dict[str, Any]]:
@@ -280,6 +320,9 @@ def default_chat_reply(body: dict[str, Any]) -> str:
     )
     schema = _schema_of(body)
     props = (schema or {}).get("properties") or {}
+    if "decisions" in props:
+        # A write decision with no answer for any candidate: the rules decide.
+        return json.dumps({"decisions": []})
     if "fact" in system.lower():
         if "results" in props:
             return json.dumps({"results": []})
@@ -408,6 +451,7 @@ class FakeOpenAI:
 
     def __post_init__(self) -> None:
         self._chat_script: deque[str | Fault | ToolCalls] = deque()
+        self._decision_script: deque[str | Fault] = deque()
         self._transcription_script: deque[str | Fault] = deque()
         self._faults: dict[str, deque[Fault]] = {e: deque() for e in ENDPOINTS}
         self._in_flight = 0
@@ -421,6 +465,12 @@ class FakeOpenAI:
 
     def script_chat(self, *replies: str | Fault | ToolCalls) -> None:
         self._chat_script.extend(replies)
+
+    def script_decisions(self, *replies: str | Fault) -> None:
+        """Replies to write-decision requests (schema ``memory_decisions``),
+        kept apart from ``script_chat`` so that a scripted extraction is never
+        taken by a decision call."""
+        self._decision_script.extend(replies)
 
     def script_transcription(self, *texts: str | Fault) -> None:
         self._transcription_script.extend(texts)
@@ -439,6 +489,10 @@ class FakeOpenAI:
     def transcription_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.endpoint == "transcriptions"]
 
+    def decision_requests(self) -> list[RecordedRequest]:
+        """The chat requests that asked for a write decision."""
+        return [r for r in self.chat_requests() if _schema_name(r.body) == DECISION_SCHEMA_NAME]
+
     @property
     def pending_chat_script(self) -> int:
         return len(self._chat_script)
@@ -447,6 +501,7 @@ class FakeOpenAI:
         """Forget recorded requests, scripts and queued faults."""
         self.requests.clear()
         self._chat_script.clear()
+        self._decision_script.clear()
         self._transcription_script.clear()
         for q in self._faults.values():
             q.clear()
@@ -587,7 +642,10 @@ class FakeOpenAI:
             if problem:
                 return _json_error(400, problem)
             reply: str | Fault | ToolCalls
-            if self._chat_script:
+            deciding = _schema_name(body) == DECISION_SCHEMA_NAME
+            if deciding and self._decision_script:
+                reply = self._decision_script.popleft()
+            elif not deciding and self._chat_script:
                 reply = self._chat_script.popleft()
             elif self.chat_handler is not None:
                 result = self.chat_handler(body)

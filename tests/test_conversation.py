@@ -271,7 +271,8 @@ async def test_memory_line_is_stored_as_lore_with_its_event(
     make_memory: Any, fake_openai: FakeOpenAI, clock: Any
 ) -> None:
     # The clock stands still, so the second store happens at the creation time:
-    # only the engine knows it was an update, the timestamps cannot tell.
+    # only the engine knows the line was known already (the write decision's
+    # noop), the timestamps cannot tell.
     mem = await make_memory(clock=clock)
     said = "please remember that the server meetup is on Friday at the pub"
     line = "the server meetup is on Friday at the pub"
@@ -289,7 +290,7 @@ async def test_memory_line_is_stored_as_lore_with_its_event(
     assert (fact.subject, fact.fact_type, fact.channel_id) == (LORE_SUBJECT, "lore", CHANNEL)
     assert fact.source_message_id == "900000000000000001"
     ((updated, event),) = [(r.fact, r.event) for r in again.stored]
-    assert event == "update" and updated.id == fact.id
+    assert event == "noop" and updated.id == fact.id
     assert updated.created_at == updated.updated_at
     assert [f.id for f in await mem.facts.find(GUILD, subject=LORE_SUBJECT)] == [fact.id]
 

@@ -352,7 +352,7 @@ async def test_nasty_content_never_crashes_and_loses_nothing(make_memory: Any) -
     assert md.startswith("# Durable Memory Snapshot")
 
 
-async def test_remember_line_says_whether_it_added_or_updated(make_memory: Any, clock: Any) -> None:
+async def test_remember_line_says_whether_it_added_or_knew_it(make_memory: Any, clock: Any) -> None:
     # The clock stands still, so the fact's timestamps cannot tell a new line
     # from a repeated one: only the store knows, and remember_line passes it on.
     mem = await make_memory(clock=clock)
@@ -360,7 +360,7 @@ async def test_remember_line_says_whether_it_added_or_updated(make_memory: Any, 
     first = await mem.remember_line(GUILD, line, source_text=line)
     again = await mem.remember_line(GUILD, line, source_text=line)
     assert first is not None and again is not None
-    assert (first.event, again.event) == ("add", "update")
+    assert (first.event, again.event) == ("add", "noop")
     assert again.fact.id == first.fact.id
     assert again.fact.created_at == again.fact.updated_at
     await mem.traces.record(GUILD, "c1", "m1", stored=[first, again])

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from memory.text import tokens
@@ -63,8 +64,10 @@ class Decision:
     kind: DecisionKind
     targets: tuple[int, ...] = ()
     reason: str = ""
-    # A historical candidate: stored already closed at this time.
+    # A historical candidate: stored already closed at this time, by the
+    # newer fact ``closed_by``.
     closed_at: str | None = None
+    closed_by: int | None = None
 
 
 _WHO = r"^(?P<who>.+?)"
@@ -158,12 +161,15 @@ _CANONICAL = {
 }
 
 
+@lru_cache(maxsize=8192)
 def _words(text: str) -> tuple[str, ...]:
     return tuple(_CANONICAL.get(t, t) for t in tokens(text) if t not in _STOPWORDS)
 
 
+@lru_cache(maxsize=8192)
 def slot_of(fact: str) -> Slot | None:
-    """The single-valued slot a normalised fact fills, or None."""
+    """The single-valued slot a normalised fact fills, or None. Cached: a
+    subject's current facts are read again for every candidate."""
     for kind, pattern in _SLOT_PATTERNS:
         m = pattern.match(fact.strip())
         if m is None or _RELATIVE.search(m.group("who")):
@@ -186,6 +192,7 @@ def slot_of(fact: str) -> Slot | None:
     return None
 
 
+@lru_cache(maxsize=8192)
 def content_tokens(fact: str, name: str | None = None) -> frozenset[str]:
     """The words that carry a fact's content: no stopwords, not the subject's name."""
     drop = set(tokens(name)) if name else set()
@@ -212,6 +219,7 @@ def _slot_decision(cand: Slot, cand_at: str, old: CurrentFact, old_slot: Slot) -
             "add",
             reason=f"older {label} than fact {old.id}",
             closed_at=max(old.observed_at, cand_at),
+            closed_by=old.id,
         )
     return Decision("supersede", (old.id,), f"new {label}")
 

@@ -1,9 +1,11 @@
 """Processing one batch of queued messages, from cleaning to the snapshot refresh.
 
 clean → extract (one call per batch, with the guild's ``extract_model``) →
-guards → journal lines and one short write transaction per message (upserts
-with history, archive beyond the limits, mark done) → schedule embeddings
-and a snapshot refresh.
+guards → the write decision (with an LLM: one call per batch, see
+``memory.ingest.llm_decision``; else, and for whatever it leaves undecided,
+the offline rules) → journal lines and one short write transaction per
+message (decisions applied with history, archive beyond the limits, mark
+done) → schedule embeddings and a snapshot refresh.
 
 A failed extraction call leaves its messages waiting for a retry
 (``memory.ingest.retry``); a message whose own data breaks its journal line
@@ -32,11 +34,14 @@ from memory.config import IngestConfig
 from memory.embed.service import EmbeddingService
 from memory.errors import ExtractionError
 from memory.extract.base import ExtractionItem, Extractor
-from memory.extract.guards import clean_message, filter_candidates
+from memory.extract.guards import FilterResult, clean_message, filter_candidates
 from memory.guild_settings import GuildSettingsCache
 from memory.ingest.consent_gate import BatchLabels, Route, SensitiveGate
 from memory.ingest.decision import DECISION_KINDS, DecisionKind, decide
+from memory.ingest.batch_decision import Planned, WriteDecisions
+from memory.ingest.decision import DECISION_KINDS, DecisionKind
 from memory.ingest.jobs import Job, extraction_done, wait_written
+from memory.ingest.llm_decision import LLMDecider
 from memory.ingest.retry import RetryPolicy, quarantine
 from memory.journal import EDITED, Journal
 from memory.models import Candidate, Fact
@@ -91,6 +96,10 @@ class _Prepared:
     tally: dict[str, int] = field(default_factory=dict)
     # The guild's ``sensitive_facts`` and the batch's sensitivity labels.
     sensitive: BatchLabels = field(default_factory=BatchLabels)
+    guarded: FilterResult | None = None  # the candidates the guards let through
+    # The LLM's answer for each accepted candidate; None when no LLM
+    # decided the batch.
+    planned: tuple[Planned, ...] | None = None
 
 
 class BatchProcessor:
@@ -106,8 +115,12 @@ class BatchProcessor:
         settings: GuildSettingsCache,
         on_memory_changed: Callable[[], None],
         gate: SensitiveGate,
+        decider: LLMDecider | None = None,
     ) -> None:
+        """``decider``: the LLM write decision; None derives it from an LLM
+        extractor (same endpoint and model) when ``cfg.llm_decision``."""
         self.db = db
+        self.decisions = WriteDecisions(db, cfg, decider)
         self.journal = journal
         self.extractor = extractor
         self.cfg = cfg
@@ -127,6 +140,16 @@ class BatchProcessor:
             candidates, errors = await self._extract(jobs, cleaned, actions)
         finally:
             extraction_done(jobs)
+        guarded = [
+            None
+            if text is None or error is not None
+            else filter_candidates(list(cands), text, author=job.msg.author_name)
+            for job, text, cands, error in zip(jobs, cleaned, candidates, errors, strict=True)
+        ]
+        guild_id = jobs[0].msg.guild_id or "" if jobs else ""
+        extractor = await self._extractor_for(guild_id) if self.extractor is not None else None
+        planned = await self.decisions.plan(jobs, guarded, actions, extractor)
+        tally: dict[str, int] = {}
         prepared = [
             _Prepared(
                 job,
@@ -134,14 +157,16 @@ class BatchProcessor:
                 tuple(cands),
                 actions=tuple(actions) if i == 0 else (),
                 extract_error=error,
+                tally=tally,
+                guarded=guards,
+                planned=plan,
             )
-            for i, (job, text, cands, error) in enumerate(
-                zip(jobs, cleaned, candidates, errors, strict=True)
+            for i, (job, text, cands, error, guards, plan) in enumerate(
+                zip(jobs, cleaned, candidates, errors, guarded, planned, strict=True)
             )
         ]
-        tally: dict[str, int] = {}
         sensitive = await self._labels(prepared)
-        prepared = [replace(p, tally=tally, sensitive=sensitive) for p in prepared]
+        prepared = [replace(p, sensitive=sensitive) for p in prepared]
         changed: list[Fact] = []
         async for group in self._in_turn(jobs, prepared):
             changed.extend(await self._commit(group))
@@ -397,7 +422,11 @@ class BatchProcessor:
             return state, []
         changed: list[Fact] = []
         decisions: list[DecisionKind] = []
-        result = filter_candidates(list(p.candidates), p.cleaned, author=m.author_name)
+        result = (
+            p.guarded
+            if p.guarded is not None
+            else filter_candidates(list(p.candidates), p.cleaned, author=m.author_name)
+        )
         self.stats.candidates_rejected += len(result.rejected)
         refused = result.refusals()
         if refused:
@@ -414,7 +443,7 @@ class BatchProcessor:
                 detail={"message_id": m.id, "reasons": refused, "candidates": len(p.candidates)},
             )
         routes: list[Route] = []
-        for cand in result.accepted:
+        for n, cand in enumerate(result.accepted):
             routes.append(self.gate.route(con, p.sensitive, cand, m, now))
             if routes[-1] != "store":
                 continue
@@ -429,9 +458,10 @@ class BatchProcessor:
                 confidence=max(0.0, min(1.0, float(cand.confidence))),
                 observed_at=m.created_at,
             )
-            current = fact_decision.current_facts(con, new.guild_id, new.subject)
-            seen = fact_decision.observed_time(con, new, now)
-            decision = decide(cand.fact, seen, current, m.author_name)
+            plan = p.planned[n] if p.planned is not None else None
+            decision, text = self.decisions.decide(con, new, m.author_name, plan, now)
+            if text is not None:
+                new = replace(new, fact=text)
             applied = fact_decision.apply_decision(con, new, decision, now=now, actor="extractor")
             decisions.append(decision.kind)
             if applied.changed:

@@ -3,6 +3,8 @@ the ``/memory`` commands)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from memory.clock import Clock, iso
 from memory.embed.service import EmbeddingService
 from memory.errors import InvalidInput
@@ -11,6 +13,8 @@ from memory.models import Fact, HistoryEntry
 from memory.snapshot import SnapshotRefresher
 from memory.store import facts as store
 from memory.store.db import Database
+from memory.store.fact_decision import supersede_by_edit
+from memory.store.fact_time import FactSource, fact_sources
 
 LIST_LIMIT_MAX = 500
 
@@ -58,6 +62,10 @@ class FactOps:
     async def history(self, guild_id: str, fact_id: int) -> list[HistoryEntry]:
         return list(await self._db.read(store.fact_history, guild_id, fact_id))
 
+    async def sources(self, guild_id: str, fact_id: int) -> list[FactSource]:
+        """The messages the fact was observed in (id, time), oldest first."""
+        return list(await self._db.read(fact_sources, guild_id, fact_id))
+
     async def edit(
         self,
         guild_id: str,
@@ -67,7 +75,11 @@ class FactOps:
         fact_type: str | None = None,
         actor: str = "operator",
     ) -> Fact | None:
-        """Correct a fact's text or type. Raises InvalidInput for text the guards refuse."""
+        """Correct a fact's text or type. Raises InvalidInput for text the guards refuse.
+
+        The corrected text goes through the write decision: the subject's
+        other current facts it contradicts (same single-valued slot) are
+        superseded by it."""
         new_text = None
         if text is not None:
             new_text = normalise_fact(text)
@@ -82,12 +94,17 @@ class FactOps:
         now = iso(self._clock())
         from memory.store.sqlite import IntegrityError
 
-        try:
-            fact: Fact | None = await self._db.write(
-                lambda con: store.edit_fact(
-                    con, guild_id, fact_id, text=new_text, fact_type=new_type, actor=actor, now=now
-                )
+        def work(con: Any) -> Fact | None:
+            before = store.get_fact(con, guild_id, fact_id)
+            edited = store.edit_fact(
+                con, guild_id, fact_id, text=new_text, fact_type=new_type, actor=actor, now=now
             )
+            if edited is not None and before is not None and edited.fact != before.fact:
+                supersede_by_edit(con, guild_id, fact_id, actor=actor, now=now)
+            return edited
+
+        try:
+            fact: Fact | None = await self._db.write(work)
         except IntegrityError as exc:
             raise InvalidInput("another fact about this subject already has that text") from exc
         if fact is not None:

@@ -32,7 +32,8 @@ class TraceOps:
         """One row per fact a reply retrieved, and per fact it stored or updated.
 
         ``stored`` holds (fact, event) pairs, e.g. what ``Memory.remember_line``
-        returned; event "add" is recorded as stored, anything else as updated.
+        returned; a new fact ("add", "supersede") is recorded as stored,
+        anything else as updated.
         """
         rows: list[dict[str, Any]] = []
         for h in retrieved:
@@ -58,7 +59,7 @@ class TraceOps:
                     "message_id": message_id,
                     "reply_id": reply_id,
                     "fact_id": fact.id,
-                    "action": "stored" if event == "add" else "updated",
+                    "action": "stored" if event in ("add", "supersede") else "updated",
                     "content": fact.fact,
                     "score": None,
                     "score_parts": None,

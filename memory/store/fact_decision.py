@@ -3,10 +3,11 @@ facts of one subject. Functions run inside the caller's write transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory.ingest.decision import CurrentFact, Decision
+from memory.ingest.decision import CurrentFact, Decision, decide
 from memory.models import Fact
 from memory.store.fact_time import message_time, observe
 from memory.store.facts import add_history, get_fact, upsert_fact
@@ -48,6 +49,13 @@ def current_facts(con: Any, guild_id: str, subject: str) -> list[CurrentFact]:
         )
         for r in rows
     ]
+
+
+def current_facts_of(
+    con: Any, guild_id: str, subjects: Sequence[str]
+) -> dict[str, list[CurrentFact]]:
+    """``current_facts`` of each of ``subjects``."""
+    return {s: current_facts(con, guild_id, s) for s in subjects}
 
 
 def observed_time(con: Any, new: NewFact, now: str) -> str:
@@ -94,6 +102,7 @@ def apply_decision(con: Any, new: NewFact, decision: Decision, *, now: str, acto
                 new.source_message_id,
                 decision.reason,
                 now=now,
+                linked_fact_id=decision.closed_by,
             )
     elif fact.valid_to is not None:
         # The same text was true before and is true again: it is current anew.
@@ -119,6 +128,34 @@ def apply_decision(con: Any, new: NewFact, decision: Decision, *, now: str, acto
     out = get_fact(con, new.guild_id, fact.id)
     assert out is not None
     return Applied(out, up.changed)
+
+
+def supersede_by_edit(con: Any, guild_id: str, fact_id: int, *, actor: str, now: str) -> list[int]:
+    """After an operator edited a current fact: the edit is the newest word on
+    its slot, so the subject's other current facts it contradicts (the same
+    single-valued slot, another value) close now, with supersede rows naming
+    the operator. Returns their ids."""
+    fact = get_fact(con, guild_id, fact_id)
+    if fact is None or not fact.is_active or fact.valid_to is not None:
+        return []
+    others = [c for c in current_facts(con, guild_id, fact.subject) if c.id != fact.id]
+    decision = decide(fact.fact, now, others)
+    if decision.kind != "supersede":
+        return []
+    new = NewFact(
+        guild_id,
+        fact.channel_id,
+        fact.subject,
+        fact.fact,
+        fact.fact_type,
+        fact.evidence_text,
+        None,
+        fact.confidence,
+        now,
+    )
+    for old_id in decision.targets:
+        _supersede(con, new, old_id, fact, now, f"operator edit, {decision.reason}", now, actor)
+    return list(decision.targets)
 
 
 def _close(con: Any, fact_id: int, valid_to: str, now: str) -> None:
@@ -156,6 +193,7 @@ def _supersede(
         new.source_message_id,
         f"{reason}: superseded by fact {fact.id}",
         now=now,
+        linked_fact_id=fact.id,
     )
     add_history(
         con,
@@ -169,6 +207,7 @@ def _supersede(
         new.source_message_id,
         f"{reason}: supersedes fact {old.id}",
         now=now,
+        linked_fact_id=old.id,
     )
 
 

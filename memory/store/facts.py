@@ -146,10 +146,14 @@ def add_history(
     reason: str | None = None,
     *,
     now: str,
+    linked_fact_id: int | None = None,
 ) -> None:
+    """One history row; ``linked_fact_id`` names the other fact of the change
+    (a supersede's old or new fact)."""
     con.execute(
         "INSERT INTO fact_history (guild_id, fact_id, subject, event, old_text, new_text, actor, "
-        "source_message_id, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "source_message_id, reason, created_at, linked_fact_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             guild_id,
             fact_id,
@@ -161,6 +165,7 @@ def add_history(
             source_message_id,
             reason,
             now,
+            linked_fact_id,
         ),
     )
 
@@ -242,10 +247,14 @@ def search_facts_fts(
 def archive_excess(
     con: Any, guild_id: str, subject: str, keep: int, now: str, actor: str = "system"
 ) -> list[int]:
-    """Keep the newest ``keep`` active facts of a subject; archive the rest."""
+    """Keep the newest ``keep`` current facts of a subject; archive the rest.
+
+    Superseded facts (closed by a newer value) neither count nor go: they are
+    the subject's history, and a member's current facts must not be archived
+    because of how often their own values changed."""
     rows = con.execute(
         "SELECT id, fact FROM memory_facts WHERE guild_id = ? AND subject = ? AND is_active = 1 "
-        "ORDER BY updated_at DESC, id DESC LIMIT -1 OFFSET ?",
+        "AND valid_to IS NULL ORDER BY updated_at DESC, id DESC LIMIT -1 OFFSET ?",
         (guild_id, subject, keep),
     ).fetchall()
     ids = [int(r["id"]) for r in rows]
@@ -356,7 +365,8 @@ def delete_fact(con: Any, guild_id: str, fact_id: int, actor: str, now: str) -> 
 def fact_history(con: Any, guild_id: str, fact_id: int) -> list[HistoryEntry]:
     rows = con.execute(
         "SELECT id, guild_id, fact_id, event, old_text, new_text, actor, source_message_id, "
-        "reason, created_at FROM fact_history WHERE guild_id = ? AND fact_id = ? ORDER BY id",
+        "reason, created_at, linked_fact_id FROM fact_history WHERE guild_id = ? AND fact_id = ? "
+        "ORDER BY id",
         (guild_id, fact_id),
     ).fetchall()
     return [
@@ -371,6 +381,7 @@ def fact_history(con: Any, guild_id: str, fact_id: int) -> list[HistoryEntry]:
             source_message_id=r["source_message_id"],
             reason=r["reason"],
             created_at=r["created_at"],
+            linked_fact_id=r["linked_fact_id"],
         )
         for r in rows
     ]

@@ -27,6 +27,7 @@ from memory.store.schema import (
     m010_member_lifecycle,
     m011_consent_pins,
     m012_traces,
+    m013_decision,
 )
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ MIGRATIONS: list[Migration] = [
     ("m010_member_lifecycle", m010_member_lifecycle.apply),
     ("m011_consent_pins", m011_consent_pins.apply),
     ("m012_traces", m012_traces.apply),
+    ("m013_decision", m013_decision.apply),
 ]
 
 
