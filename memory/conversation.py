@@ -345,7 +345,7 @@ async def compose_reply(
     )
     stored: list[Remembered] = []
     for line in done.lines[:MAX_LINES]:
-        remembered = await memory.remember_line(
+        remembered = await memory.lore.remember(
             r.guild_id,
             line,
             source_text=r.text,

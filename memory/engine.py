@@ -3,7 +3,7 @@
 It owns the database, the ingest queue and its workers, the journal, the
 snapshot refresher and the embedding worker, and exposes ingest, retrieval,
 lore, forget, the snapshot and the journal as async methods. The operator's
-side is composed, one object per concern: ``facts``, ``traces``, ``guilds``,
+side is composed, one object per concern: ``lore`` (lore lines), ``facts``, ``traces``, ``guilds``,
 ``procedures``, ``admin``, ``members`` (a member's own view and corrections),
 ``lifecycle`` (Discord's deletes and edits), ``retention`` (leave policies,
 guild purge), ``consent`` (sensitive facts waiting for a member's answer) and
@@ -19,7 +19,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,6 @@ from memory.embed.base import Embedder
 from memory.embed.service import EmbeddingService
 from memory.errors import InvalidInput
 from memory.extract.base import Extractor
-from memory.extract.guards import normalise_lore_line
 from memory.extract.sensitivity import classifier_for
 from memory.guild_settings import GuildSettingsCache
 from memory.ingest.consent_gate import SensitiveGate
@@ -41,13 +39,11 @@ from memory.ingest.queue import IngestQueue
 from memory.ingest.validate import validate_message
 from memory.journal import Journal, JournalDay, JournalEntry
 from memory.models import (
-    LORE_SUBJECT,
     ForgetReport,
     Hit,
     IncomingMessage,
     IngestOutcome,
     PromptSlice,
-    Remembered,
     SearchScope,
     StoredMessage,
 )
@@ -57,6 +53,7 @@ from memory.roles.consent import ConsentOps
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
+from memory.roles.lore import LoreOps
 from memory.roles.members import MemberData
 from memory.roles.pins import PinOps
 from memory.roles.procedures import ProcedureOps
@@ -68,10 +65,8 @@ from memory.snapshot_file import SNAPSHOT_NAME, SnapshotFile
 from memory.store import facts as store
 from memory.store import lifecycle_events as store_events
 from memory.store import messages as store_messages
-from memory.store import ops as store_ops
 from memory.store.db import Database
 from memory.store.erase import ErasureCompactor
-from memory.store.fact_decision import NewFact, apply_decision
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +122,9 @@ class Memory:
         self.queue = IngestQueue(config.ingest, inbox=self.inbox, process=self.pipeline)
         self.rejected: dict[str, int] = {}
         self._search_stats = SearchStats()
+        self.lore = LoreOps(
+            self.db, self.pipeline, extractor, self.embeddings, self.snapshot, config.ingest, clock
+        )
         self.facts = FactOps(self.db, self.embeddings, self.snapshot, clock)
         self.members = MemberData(self.db, self.facts, self.compactor, clock)
         self.traces = TraceOps(self.db, clock)
@@ -331,66 +329,6 @@ class Memory:
         return await self.lifecycle.edit_message(guild_id, message_id, content, edited_at)
 
     # -- lore and forget ---------------------------------------------------------------------
-    async def remember_line(
-        self,
-        guild_id: str,
-        line: str,
-        *,
-        source_text: str,
-        channel_id: str | None = None,
-        source_message_id: str | None = None,
-        actor: str = "lore",
-    ) -> Remembered | None:
-        """Store a lore line grounded in ``source_text`` through the write
-        decision, with what it did ("add", "noop": already known, the fact
-        gets the source; "update", "supersede"). None when the line fails the
-        guards."""
-        text = normalise_lore_line(line, source_text)
-        if text is None:
-            return None
-        now = iso(self.clock())
-        cfg = self.config.ingest
-        new = NewFact(
-            guild_id, channel_id, LORE_SUBJECT, text, "lore", None, source_message_id, 0.72
-        )
-        actions: list[dict[str, Any]] = []
-        decisions = self.pipeline.decisions
-        planned = await decisions.plan_one(guild_id, new.fact, now, self.extractor, actions)
-
-        def work(con: Any) -> Remembered:
-            for a in actions:
-                store_ops.log_action(
-                    con, a["kind"], a["message"], now, guild_id=guild_id, detail=a["detail"]
-                )
-            decision, better = decisions.decide(con, new, "", planned, now)
-            applied = apply_decision(
-                con, replace(new, fact=better or new.fact), decision, now=now, actor=actor
-            )
-            store.archive_excess(con, guild_id, LORE_SUBJECT, cfg.keep_lore_per_guild, now)
-            fact = applied.fact
-            store_ops.log_action(
-                con,
-                "memory_fact",
-                f"{decision.kind} lore fact {fact.id}",
-                now,
-                guild_id=guild_id,
-                subject=actor.removeprefix("user:") if actor.startswith("user:") else None,
-                detail={
-                    "fact_id": fact.id,
-                    "event": decision.kind,
-                    "targets": list(decision.targets),
-                    "reason": decision.reason,
-                    "lore": True,
-                },
-            )
-            self.pipeline.stats.count_decision(decision.kind)
-            return Remembered(fact, decision.kind)
-
-        remembered = await self.db.write(work)
-        self.embeddings.schedule_facts([remembered.fact])
-        self.snapshot.request()
-        return remembered
-
     async def forget(self, guild_id: str, user_id: str, *, actor: str = "system") -> ForgetReport:
         """Erase a member from one guild everywhere: SQL rows, vectors, FTS, journals, snapshot."""
         now = iso(self.clock())

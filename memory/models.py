@@ -130,7 +130,7 @@ class Fact:
 
 
 class Remembered(NamedTuple):
-    """What ``Memory.remember_line`` stored: the fact, and the write decision
+    """What ``Memory.lore.remember`` stored: the fact, and the write decision
     ("add": new; "noop": already known; "update": a known fact took the more
     specific text; "supersede": it replaced a fact it contradicts). A (fact,
     event) pair, as ``Memory.traces.record`` takes it."""

@@ -72,7 +72,7 @@ async def example() -> str:
                 f"90000000000000000{i}", GUILD, CHANNEL, author, name, text, iso(at)
             )
             await (await mem.ingest_message(m)).wait()
-        await mem.remember_line(
+        await mem.lore.remember(
             GUILD, "the summer meetup is in Zermatt", source_text="the summer meetup is in Zermatt"
         )
         await record_bot_reply(

@@ -70,7 +70,7 @@ async def seed(make_memory: Any, **kw: Any) -> Seeded:
     hits = await mem.search(GUILD, "where does Alice work", channel_id=CHANNEL)
     assert hits, "the seeded history should answer this"
     await mem.traces.record(GUILD, CHANNEL, question.id, retrieved=hits)
-    assert await mem.remember_line(
+    assert await mem.lore.remember(
         GUILD,
         "remember that the club anniversary is in March",
         source_text="remember that the club anniversary is in March",

@@ -260,7 +260,7 @@ async def test_threads_are_ingested_with_their_own_channel(harness: Harness) -> 
 async def test_mention_reply_uses_the_members_facts_and_lore(harness: Harness) -> None:
     h = harness
     await h.say("I love hiking in the Alps.")
-    await h.memory.remember_line(
+    await h.memory.lore.remember(
         str(h.guild.id),
         "the summer meetup is in Zermatt",
         source_text="the summer meetup is in Zermatt",

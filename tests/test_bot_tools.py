@@ -182,7 +182,7 @@ async def test_calls_beyond_the_limit_in_one_turn_are_answered_with_an_error(
 async def test_a_disallowed_type_is_refused_server_side(harness: Harness) -> None:
     h = harness
     gid = str(h.guild.id)
-    await h.memory.remember_line(
+    await h.memory.lore.remember(
         gid, "the summer meetup is in Zermatt", source_text="the summer meetup is in Zermatt"
     )
     await h.memory.guilds.set_setting(gid, "tool_memory_types", "facts")

@@ -88,7 +88,7 @@ async def test_prompt_has_the_memory_sections_with_provenance(
 ) -> None:
     mem = await make_memory(clock=clock)
     await say(mem, "I love hiking in the Alps.")
-    await mem.remember_line(
+    await mem.lore.remember(
         GUILD, "the summer meetup is in Zermatt", source_text="the summer meetup is in Zermatt"
     )
     trigger = await say(mem, "any tips for my summer holiday?")
@@ -402,7 +402,7 @@ async def test_the_request_keeps_to_its_consumers_allowlist(
 ) -> None:
     mem = await make_memory()
     line = "the summer meetup is in Zermatt"
-    await mem.remember_line(GUILD, line, source_text=line)
+    await mem.lore.remember(GUILD, line, source_text=line)
     await mem.guilds.set_setting(GUILD, "voice_memory_types", "facts")
     fake_openai.script_chat(
         reply_json("Zermatt."),

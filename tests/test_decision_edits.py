@@ -32,9 +32,9 @@ async def test_a_lore_line_paraphrasing_known_lore_is_a_noop_with_a_source(
 ) -> None:
     mem = await make_memory(embeddings="none")
     line = "the summer meetup is in Zermatt"
-    first = await mem.remember_line(GUILD, line, source_text=line, source_message_id="m1")
+    first = await mem.lore.remember(GUILD, line, source_text=line, source_message_id="m1")
     short = "the meetup is in Zermatt"
-    again = await mem.remember_line(
+    again = await mem.lore.remember(
         GUILD, short, source_text=short, source_message_id="m2", actor="user:42"
     )
     assert first is not None and again is not None
@@ -55,8 +55,8 @@ async def test_a_lore_line_that_contradicts_lore_supersedes_it(make_memory: Any)
     mem = await make_memory(embeddings="none")
     old = "the guild's favourite game is Valheim"
     new = "the guild's favourite game is Elden Ring"
-    first = await mem.remember_line(GUILD, old, source_text=old)
-    second = await mem.remember_line(GUILD, new, source_text=new, actor="user:7")
+    first = await mem.lore.remember(GUILD, old, source_text=old)
+    second = await mem.lore.remember(GUILD, new, source_text=new, actor="user:7")
     assert first is not None and second is not None and second.event == "supersede"
     closed = await mem.facts.get(GUILD, first.fact.id)
     assert closed is not None and closed.valid_to is not None and closed.is_active
@@ -73,9 +73,9 @@ async def test_a_lore_line_goes_to_the_llm_decision_when_one_is_configured(
     answer = {"candidate": 1, "decision": "noop", "target": 1, "text": None, "reason": "same"}
     fake_openai.script_decisions(json.dumps({"decisions": [answer]}))
     mem = await make_memory(embeddings="none", decider=LLMDecider(fake_llm_client, "m"))
-    first = await mem.remember_line(GUILD, "raids start at nine", source_text="raids start at nine")
+    first = await mem.lore.remember(GUILD, "raids start at nine", source_text="raids start at nine")
     line = "our raids begin at 9 pm"
-    again = await mem.remember_line(GUILD, line, source_text=line, source_message_id="m9")
+    again = await mem.lore.remember(GUILD, line, source_text=line, source_message_id="m9")
     assert first is not None and again is not None and again.event == "noop"
     assert again.fact.id == first.fact.id
     (request,) = fake_openai.chat_requests()

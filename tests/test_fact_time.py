@@ -144,7 +144,7 @@ async def test_lore_takes_its_source_message_time_else_the_clock(
             created_at="2025-05-05T20:00:00.000Z",
         ),
     )
-    with_source = await mem.remember_line(
+    with_source = await mem.lore.remember(
         GUILD,
         "raid night is every Thursday",
         source_text="the raid night is every Thursday",
@@ -152,7 +152,7 @@ async def test_lore_takes_its_source_message_time_else_the_clock(
     )
     assert with_source is not None
     assert with_source.fact.observed_at == "2025-05-05T20:00:00.000Z"
-    without = await mem.remember_line(
+    without = await mem.lore.remember(
         GUILD, "the guild bank opens on Sundays", source_text="the guild bank opens on Sundays"
     )
     assert without is not None

@@ -44,7 +44,7 @@ async def test_forget_leaves_no_trace(make_memory: Any) -> None:
     m4 = msg("I also like the city zoo.", author=ALICE, name="Alice", guild=OTHER_GUILD)
     for m in (m1, m2, m3, m4):
         assert await (await mem.ingest_message(m)).wait()
-    lore = await mem.remember_line(
+    lore = await mem.lore.remember(
         GUILD,
         f"remember that Alice feeds the {SECRET} on Sundays",
         source_text=f"remember that Alice feeds the {SECRET} on Sundays",

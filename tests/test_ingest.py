@@ -354,11 +354,11 @@ async def test_nasty_content_never_crashes_and_loses_nothing(make_memory: Any) -
 
 async def test_remember_line_says_whether_it_added_or_knew_it(make_memory: Any, clock: Any) -> None:
     # The clock stands still, so the fact's timestamps cannot tell a new line
-    # from a repeated one: only the store knows, and remember_line passes it on.
+    # from a repeated one: only the store knows, and lore.remember passes it on.
     mem = await make_memory(clock=clock)
     line = "the summer meetup is in Zermatt"
-    first = await mem.remember_line(GUILD, line, source_text=line)
-    again = await mem.remember_line(GUILD, line, source_text=line)
+    first = await mem.lore.remember(GUILD, line, source_text=line)
+    again = await mem.lore.remember(GUILD, line, source_text=line)
     assert first is not None and again is not None
     assert (first.event, again.event) == ("add", "noop")
     assert again.fact.id == first.fact.id

@@ -27,7 +27,7 @@ async def seeded(make_memory: Any) -> Memory:
     assert await (
         await mem.ingest_message(msg("I love the summer meetup in the mountains."))
     ).wait()
-    await mem.remember_line(GUILD, LORE, source_text=LORE)
+    await mem.lore.remember(GUILD, LORE, source_text=LORE)
     assert await mem.settle()
     return mem
 

@@ -131,7 +131,7 @@ async def about_member(
 async def remember_lore(
     memory: Memory, guild: discord.Guild, channel: Any, member: discord.Member, text: str
 ) -> Answer:
-    remembered = await memory.remember_line(
+    remembered = await memory.lore.remember(
         str(guild.id),
         text,
         source_text=text,

@@ -36,9 +36,8 @@ from memory.errors import ExtractionError
 from memory.extract.base import ExtractionItem, Extractor
 from memory.extract.guards import FilterResult, clean_message, filter_candidates
 from memory.guild_settings import GuildSettingsCache
-from memory.ingest.consent_gate import BatchLabels, Route, SensitiveGate
-from memory.ingest.decision import DECISION_KINDS, DecisionKind, decide
 from memory.ingest.batch_decision import Planned, WriteDecisions
+from memory.ingest.consent_gate import BatchLabels, Route, SensitiveGate
 from memory.ingest.decision import DECISION_KINDS, DecisionKind
 from memory.ingest.jobs import Job, extraction_done, wait_written
 from memory.ingest.llm_decision import LLMDecider

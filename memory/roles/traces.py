@@ -31,7 +31,7 @@ class TraceOps:
     ) -> int:
         """One row per fact a reply retrieved, and per fact it stored or updated.
 
-        ``stored`` holds (fact, event) pairs, e.g. what ``Memory.remember_line``
+        ``stored`` holds (fact, event) pairs, e.g. what ``Memory.lore.remember``
         returned; a new fact ("add", "supersede") is recorded as stored,
         anything else as updated.
         """

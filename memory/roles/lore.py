@@ -1,0 +1,113 @@
+"""``Memory.lore``: server lore lines (a model's ``memoryLine``, ``/memory
+remember``), grounded in the text they came from and written through the same
+write decision as extracted facts: a paraphrase of known lore is a noop that
+gains the source, a contradiction supersedes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from memory.clock import Clock, iso
+from memory.config import IngestConfig
+from memory.embed.service import EmbeddingService
+from memory.extract.base import Extractor
+from memory.extract.guards import normalise_lore_line
+from memory.ingest.pipeline import BatchProcessor
+from memory.models import LORE_SUBJECT, Remembered
+from memory.snapshot import SnapshotRefresher
+from memory.store import facts as store
+from memory.store import ops as store_ops
+from memory.store.db import Database
+from memory.store.fact_decision import NewFact, apply_decision
+
+# Lore a member or the model states is believed a little less than an
+# extracted fact the extractor was confident about.
+LORE_CONFIDENCE = 0.72
+
+
+class LoreOps:
+    def __init__(
+        self,
+        db: Database,
+        pipeline: BatchProcessor,
+        extractor: Extractor | None,
+        embeddings: EmbeddingService,
+        snapshot: SnapshotRefresher,
+        cfg: IngestConfig,
+        clock: Clock,
+    ) -> None:
+        self._db = db
+        self._pipeline = pipeline
+        self._extractor = extractor
+        self._embeddings = embeddings
+        self._snapshot = snapshot
+        self._cfg = cfg
+        self._clock = clock
+
+    async def remember(
+        self,
+        guild_id: str,
+        line: str,
+        *,
+        source_text: str,
+        channel_id: str | None = None,
+        source_message_id: str | None = None,
+        actor: str = "lore",
+    ) -> Remembered | None:
+        """Store a lore line grounded in ``source_text`` through the write
+        decision, with what it did ("add", "noop": already known, the fact
+        gets the source; "update", "supersede"). None when the line fails the
+        guards."""
+        text = normalise_lore_line(line, source_text)
+        if text is None:
+            return None
+        now = iso(self._clock())
+        keep = self._cfg.keep_lore_per_guild
+        new = NewFact(
+            guild_id,
+            channel_id,
+            LORE_SUBJECT,
+            text,
+            "lore",
+            None,
+            source_message_id,
+            LORE_CONFIDENCE,
+        )
+        actions: list[dict[str, Any]] = []
+        decisions = self._pipeline.decisions
+        planned = await decisions.plan_one(guild_id, new.fact, now, self._extractor, actions)
+
+        def work(con: Any) -> Remembered:
+            for a in actions:
+                store_ops.log_action(
+                    con, a["kind"], a["message"], now, guild_id=guild_id, detail=a["detail"]
+                )
+            decision, better = decisions.decide(con, new, "", planned, now)
+            applied = apply_decision(
+                con, replace(new, fact=better or new.fact), decision, now=now, actor=actor
+            )
+            store.archive_excess(con, guild_id, LORE_SUBJECT, keep, now)
+            fact = applied.fact
+            store_ops.log_action(
+                con,
+                "memory_fact",
+                f"{decision.kind} lore fact {fact.id}",
+                now,
+                guild_id=guild_id,
+                subject=actor.removeprefix("user:") if actor.startswith("user:") else None,
+                detail={
+                    "fact_id": fact.id,
+                    "event": decision.kind,
+                    "targets": list(decision.targets),
+                    "reason": decision.reason,
+                    "lore": True,
+                },
+            )
+            self._pipeline.stats.count_decision(decision.kind)
+            return Remembered(fact, decision.kind)
+
+        remembered = await self._db.write(work)
+        self._embeddings.schedule_facts([remembered.fact])
+        self._snapshot.request()
+        return remembered
