@@ -2,14 +2,14 @@
 
 It owns the database, the ingest queue and its workers, the journal, the
 snapshot refresher and the embedding worker, and exposes ingest, retrieval,
-lore, forget, the snapshot and the journal as async methods. The operator's
-side is composed, one object per concern: ``lore`` (lore lines), ``facts``, ``traces``, ``guilds``,
-``procedures``, ``admin``, ``members`` (a member's own view and corrections),
-``lifecycle`` (Discord's deletes and edits), ``retention`` (leave policies,
-guild purge), ``consent`` (sensitive facts waiting for a member's answer) and
-``pins`` (pinned messages as canon lore) (memory/roles/), ``sessions``
-(dashboard logins) and ``inbox`` (the durable inbox: unfinished and failed
-messages).
+forget, the snapshot and the journal as async methods. The rest is composed,
+one object per concern (memory/roles/): ``lore`` (lore lines), ``facts``,
+``traces``, ``guilds``, ``procedures``, ``admin``, ``members`` (a member's own
+view and corrections), ``lifecycle`` (Discord's deletes and edits),
+``retention`` (leave policies, guild purge), ``consent`` (sensitive facts
+waiting for a member's answer) and ``pins`` (pinned messages as canon lore);
+besides them ``sessions`` (dashboard logins) and ``inbox`` (the durable
+inbox: unfinished and failed messages).
 """
 
 from __future__ import annotations
