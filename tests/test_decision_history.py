@@ -52,7 +52,7 @@ def test_m013_keeps_old_rows_and_reads_the_link_from_their_reason(tmp_path: Path
             (GUILD, fact_id, event, reason),
         )
     con.commit()
-    assert migrate(con) == ["m013_decision"]
+    assert "m013_decision" in migrate(con)
     got = con.execute(
         "SELECT fact_id, event, reason, linked_fact_id FROM fact_history ORDER BY id"
     ).fetchall()
