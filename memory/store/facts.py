@@ -334,7 +334,9 @@ def delete_fact(
     con.execute(
         "UPDATE fact_history SET old_text = NULL, new_text = NULL WHERE fact_id = ?", (fact_id,)
     )
-    add_history(con, guild_id, fact_id, fact.subject, event, None, None, actor, reason, now=now)
+    add_history(
+        con, guild_id, fact_id, fact.subject, event, None, None, actor, None, reason, now=now
+    )
     return True
 
 
