@@ -234,6 +234,7 @@ async def fact_detail_context(request: web.Request, guild: str, fact_id: int) ->
         "traces": [trace_json(t) for t in await mem.traces.for_fact(guild, fact_id)],
         "source_message": source,
         "fact_types": list(FACT_TYPES),
+        "pinned": bool(await mem.upkeep.pinned_ids(guild, [fact_id])),
     }
 
 
