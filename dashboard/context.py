@@ -395,6 +395,8 @@ async def activity_context(request: web.Request) -> dict[str, Any]:
 def _shown(value: Any) -> Any:
     if isinstance(value, frozenset | set | tuple | list):
         return sorted(str(v) for v in value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
     return value
 
 

@@ -160,13 +160,20 @@ class GuildSettings:
     member_leave_policy: str = KEEP
     guild_leave_policy: str = KEEP
     sensitive_facts: str = "ask"
-    # Budget and day settings an operator set (the rest take their defaults).
-    numbers: tuple[tuple[str, int], ...] = ()
+    # Budgets and day counts; None: not set here (the deployment's default).
+    budget_member_facts: int | None = None
+    budget_lore: int | None = None
+    budget_channel_episodes: int | None = None
+    budget_guild_total: int | None = None
+    ttl_days_project: int | None = None
+    ttl_days_episode: int | None = None
+    ttl_days_other: int | None = None
+    purge_after_days: int | None = None
 
     def number(self, key: str, default: int | None = None) -> int:
         """An int setting: the guild's value, else ``default``, else the declared one."""
-        found = dict(self.numbers).get(key)
-        if found is not None:
+        found = getattr(self, key)
+        if isinstance(found, int):
             return found
         return default if default is not None else int(GUILD_SETTINGS_BY_KEY[key].default)
 
@@ -293,11 +300,11 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
         sensitive_facts=(
             stored["sensitive_facts"] if stored.get("sensitive_facts") in SENSITIVE_MODES else "ask"
         ),
-        numbers=tuple(
-            (s.key, int(stored[s.key]))
+        **{
+            s.key: int(stored[s.key])
             for s in BUDGET_SETTINGS
             if (stored.get(s.key) or "").isdigit()
-        ),
+        },
     )
 
 

@@ -108,3 +108,23 @@ async def test_purge_needs_the_token_when_one_is_set(make_client: Any) -> None:
     locked = await make_client(token="correct-horse-battery-staple-42")
     r = await locked.delete(f"/api/guilds/{GUILD}/facts")
     assert r.status == 401
+
+
+async def test_budget_settings_are_shown_and_changed_like_any_setting(client: Client) -> None:
+    h = await csrf_header(client)
+    g = {"guildId": GUILD}
+    r = await client.patch("/api/settings", params=g, json={"budget_member_facts": 5}, headers=h)
+    assert r.status == 200
+    items = {s["key"]: s for s in (await r.json())["settings"]}
+    assert (items["budget_member_facts"]["stored"], items["budget_member_facts"]["effective"]) == (
+        "5",
+        "5",
+    )
+    assert items["purge_after_days"]["effective"] is None  # the default
+    r = await client.patch("/api/settings", params=g, json={"budget_lore": 0}, headers=h)
+    assert r.status == 400
+    page = await client.get("/settings", params=g)
+    assert page.status == 200 and "budget_member_facts" in await page.text()
+    body = await (await client.get(f"/api/guilds/{GUILD}/budgets")).json()
+    member = [s for s in body["budgets"]["scopes"] if s["kind"] == "member"]
+    assert member and all(s["budget"] == 5 for s in member)

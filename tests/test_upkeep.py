@@ -145,3 +145,75 @@ def test_purge_days_in_settings_are_validated(tmp_path: Path) -> None:
         pass
     else:
         raise AssertionError("a budget of 0")
+
+
+def test_m015_dates_old_archives_and_keeps_archived_at_by_trigger(tmp_path: Path) -> None:
+    from memory.store import sqlite
+    from memory.store.migrations import migrate
+
+    con = sqlite.connect(tmp_path / "a.db")
+    migrate(con, upto="m013_decision")
+    for n, active in ((1, 1), (2, 0)):
+        con.execute(
+            "INSERT INTO memory_facts (guild_id, subject, fact, is_active, created_at, "
+            "updated_at) VALUES (?, 'u', ?, ?, 't0', ?)",
+            (GUILD, f"fact {n}", active, f"2025-01-0{n}"),
+        )
+    con.commit()
+    assert migrate(con) == ["m015_budgets"]
+
+    def archived_at() -> list[Any]:
+        rows = con.execute("SELECT archived_at FROM memory_facts ORDER BY id")
+        return [r[0] for r in rows]
+
+    assert archived_at() == [None, "2025-01-02"]
+    con.execute("UPDATE memory_facts SET is_active = 0, updated_at = '2026-03-01' WHERE id = 1")
+    con.execute("UPDATE memory_facts SET is_active = 1, updated_at = '2026-03-01' WHERE id = 2")
+    assert archived_at() == ["2026-03-01", None]
+    con.execute("DELETE FROM memory_facts WHERE id = 1")
+    con.close()
+
+
+async def test_a_channels_episodes_are_a_scope_of_their_own(make_memory: Any, clock: Any) -> None:
+    from memory.store.facts import upsert_fact
+
+    mem: Memory = await make_memory(clock=clock, embeddings="none")
+    await mem.guilds.set_setting(GUILD, "budget_channel_episodes", "2")
+    keeper = mem.upkeep.budgets
+
+    def write(con: Any, n: int, channel: str) -> None:
+        upsert_fact(
+            con,
+            guild_id=GUILD,
+            channel_id=channel,
+            subject=channel,
+            fact=f"In #{channel[-2:]} the members planned raid number {n}.",
+            fact_type="episode",
+            evidence=None,
+            source_message_id=None,
+            confidence=0.7,
+            now=f"2026-11-22T12:00:0{n}.000Z",
+            actor="test",
+        )
+        keeper.after_write(
+            con,
+            GUILD,
+            channel,
+            f"2026-11-22T12:00:0{n}.000Z",
+            channel_id=channel,
+            fact_type="episode",
+        )
+
+    for n in range(4):
+        await mem.db.write(write, n, "333333333333333301")
+    await mem.db.write(write, 5, "333333333333333302")
+    episodes = [f for f in await mem.facts.find(GUILD, limit=50) if f.fact_type == "episode"]
+    by_channel = sorted(f.channel_id or "" for f in episodes)
+    assert by_channel == ["333333333333333301"] * 2 + ["333333333333333302"]
+    # The two oldest of the first channel went; the newest two stay.
+    assert {f.fact[-3:] for f in episodes if f.channel_id.endswith("01")} == {" 2.", " 3."}
+    usage = await mem.upkeep.usage(GUILD)
+    assert sorted((s.key, s.used) for s in usage.scopes if s.kind == "episodes") == [
+        ("333333333333333301", 2),
+        ("333333333333333302", 1),
+    ]
