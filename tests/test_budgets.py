@@ -230,3 +230,21 @@ async def test_pinned_facts_neither_count_nor_go(make_memory: Any, tmp_path: Pat
     assert usage.pinned == 1
     member = next(s for s in usage.scopes if s.kind == "member")
     assert (member.used, member.budget) == (2, 2)
+
+
+async def test_a_durable_fact_outlives_newer_trivia(make_memory: Any, tmp_path: Path) -> None:
+    """The oldest fact is not the least valuable: a fact seen twice stays
+    when newer facts seen once pass the budget."""
+    cfg = replace(MemoryConfig.for_data_dir(tmp_path / "data").ingest, keep_facts_per_subject=3)
+    mem: Memory = await make_memory(embeddings="none", ingest=cfg)
+    await ingest(mem, msg("I live in Lisbon", created_at="2024-01-01T10:00:00.000Z"))
+    await ingest(mem, msg("I live in Lisbon!", created_at="2024-01-02T10:00:00.000Z"))
+    await ingest(
+        mem,
+        *(
+            msg(text, created_at=f"2024-02-0{i + 1}T10:00:00.000Z")
+            for i, text in enumerate((*HOBBIES, NEW))
+        ),
+    )
+    now = await current(mem)
+    assert len(now) == 3 and "Alice lives in Lisbon." in now
