@@ -248,3 +248,35 @@ async def test_a_durable_fact_outlives_newer_trivia(make_memory: Any, tmp_path: 
     )
     now = await current(mem)
     assert len(now) == 3 and "Alice lives in Lisbon." in now
+
+
+async def test_a_decision_on_facts_changed_meanwhile_is_not_applied(
+    make_memory: Any, fake_openai: Any, fake_llm_client: Any, tmp_path: Path
+) -> None:
+    """Planned outside the writer transaction, checked again inside it: an
+    operator edits the target while the model thinks."""
+    held: list[Memory] = []
+
+    async def handler(body: dict[str, Any]) -> str:
+        fmt = body.get("response_format") or {}
+        if fmt.get("json_schema", {}).get("name") != "memory_compaction":
+            return default_chat_reply(body)
+        mem = held[0]
+        stamps = next(f for f in (await current(mem)).values() if "stamps" in f.fact)
+        await mem.facts.edit(GUILD, stamps.id, text="Alice collects rare stamps.")
+        lines = body["messages"][-1]["content"].splitlines()
+        alias = next(int(m[1]) for m in map(_LINE.match, lines) if m and "stamps" in m[3])
+        return json.dumps(
+            {"action": "delete", "targetMemoryId": alias, "newContent": None, "reason": "x"}
+        )
+
+    fake_openai.chat_handler = handler
+    mem = await llm_memory(make_memory, fake_llm_client, tmp_path)
+    held.append(mem)
+    await ingest(mem, *(msg(t) for t in (*HOBBIES, NEW)))
+    assert len(await current(mem)) == 3
+    stats = mem.upkeep.budgets.stats
+    assert (stats.llm_applied, stats.fallbacks["invalid"]) == (0, 1)
+    (gone,) = (await archived(mem)).values()
+    last = (await mem.facts.history(GUILD, gone.id))[-1]
+    assert "compaction fallback: invalid" in (last.reason or "")

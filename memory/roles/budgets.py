@@ -264,12 +264,13 @@ class BudgetKeeper:
         except InvalidCompaction as exc:
             return self._failed(scope, "invalid", str(exc))
         try:
-            applied: bool = await self._db.write(self._apply, scope, decision, over, now)
+            outcome: str = await self._db.write(self._apply, scope, decision, over, now)
         except sqlite.Error as exc:
             return self._failed(scope, "db_error", f"{type(exc).__name__}: {exc}")
-        if not applied:
+        if outcome == "stale":
             return self._failed(scope, "invalid", "the decision's facts changed meanwhile")
-        self.stats.llm_applied += 1
+        if outcome == "applied":
+            self.stats.llm_applied += 1
         return ""
 
     def _failed(self, scope: Scope, cause: str, detail: str) -> str:
@@ -277,18 +278,19 @@ class BudgetKeeper:
         log.warning("compaction of %s falls back to value (%s): %s", scope.label, cause, detail)
         return cause
 
-    def _apply(self, con: Any, scope: Scope, d: CompactionDecision, over: _Over, now: str) -> bool:
+    def _apply(self, con: Any, scope: Scope, d: CompactionDecision, over: _Over, now: str) -> str:
         """Apply the model's decision if the scope is still over and its facts
-        still count in it unchanged; False otherwise (nothing written)."""
+        still count in it unchanged: "applied"; "done" when the scope is back
+        at budget already, "stale" when the facts changed (nothing written)."""
         if store_budgets.count(con, scope) <= over.budget:
-            return True
+            return "done"
         facts = [d.target] if d.action == "delete" else [d.target, over.new]
         for f in facts:
             now_f = get_fact(con, scope.guild_id, f.id)
             if now_f is None or now_f.fact != f.fact:
-                return False
+                return "stale"
             if not store_budgets.counts_in_scope(con, scope, f.id):
-                return False
+                return "stale"
         reason = f"compaction ({scope.kind} over budget {over.budget}): {d.reason}"
         if d.action == "delete":
             store_budgets.archive(
@@ -304,7 +306,7 @@ class BudgetKeeper:
             merged = get_fact(con, scope.guild_id, d.target.id)
             if merged is not None:
                 self._embeddings.schedule_facts([merged])
-        return True
+        return "applied"
 
     async def _fallback(self, scope: Scope, budget: int, cause: str | None, now: str) -> None:
         def work(con: Any) -> list[int]:
