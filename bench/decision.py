@@ -52,13 +52,14 @@ from memory.config import IngestConfig
 from memory.extract.guards import filter_candidates
 from memory.extract.rules.extractor import RuleExtractor
 from memory.ingest.decision import decide
+from memory.roles.budgets import archive_over_budget
 from memory.store import sqlite
 from memory.store.fact_decision import NewFact, apply_decision, current_facts, observed_time
-from memory.store.facts import archive_excess, upsert_fact
+from memory.store.facts import upsert_fact
 from memory.store.migrations import migrate
 
 GUILD = "900000000000000001"
-KEEP = IngestConfig().keep_facts_per_subject  # the pipeline's archive cap
+INGEST = IngestConfig()  # the pipeline's budgets
 START = datetime(2024, 1, 1, tzinfo=UTC)
 CITIES = ("Lisbon", "Porto", "Oslo", "Tokyo", "Berlin", "Lyon", "Austin", "Denver")
 EMPLOYERS = ("Google", "a bakery", "the hospital", "Acme", "the university")
@@ -153,7 +154,7 @@ def _with_decision(con: Any, item: Item, now: str) -> str:
         seen = observed_time(con, item.new, now)
         d = decide(item.new.fact, seen, current, item.name)
         apply_decision(con, item.new, d, now=now, actor="bench")
-        archive_excess(con, GUILD, item.new.subject, KEEP, now)
+        archive_over_budget(con, INGEST, GUILD, item.new.subject, now)
     return d.kind
 
 
@@ -174,7 +175,7 @@ def _plain(con: Any, item: Item, now: str) -> None:
             actor="bench",
             observed_at=n.observed_at,
         )
-        archive_excess(con, GUILD, n.subject, KEEP, now)
+        archive_over_budget(con, INGEST, GUILD, n.subject, now)
 
 
 def _decide_only(con: Any, item: Item, now: str) -> None:

@@ -11,6 +11,9 @@
   database, so a restart loses none);
 * consent expiry every 15 minutes: sensitive facts a member left unanswered
   for 7 days are dropped (``Memory.consent.expire``);
+* memory upkeep daily at 03:30 in the configured time zone: facts past
+  their type's TTL are archived, archived facts past ``purge_after_days``
+  are deleted for good and the file rewritten (``Memory.upkeep``);
 * the daily journal roll-over check, just after midnight in the configured
   time zone: the journal folder must still be writable, and MEMORY.md is
   regenerated so its highlights and source list move to the new day.
@@ -115,6 +118,13 @@ class Jobs:
             name="daily journal roll-over check",
             **common,
         )
+        sched.add_job(
+            self._wrap("memory_upkeep", self.memory_upkeep),
+            CronTrigger(hour=3, minute=30, timezone=self.timezone),
+            id="memory_upkeep",
+            name="expiry and purge of archived memory",
+            **common,
+        )
         sched.start()
         self.scheduler = sched
         log.info("scheduled jobs: %s", ", ".join(j.id for j in sched.get_jobs()))
@@ -184,6 +194,9 @@ class Jobs:
 
     async def expire_consent(self) -> None:
         await self.memory.consent.expire()
+
+    async def memory_upkeep(self) -> None:
+        await self.memory.upkeep.run_daily()
 
     async def journal_rollover(self) -> None:
         folder = self.memory.config.journal_dir

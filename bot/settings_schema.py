@@ -188,6 +188,15 @@ class Settings(BaseModel):
     ingest_retry_base_s: float = setting(
         30.0, "Seconds before the first retry of a failed message (doubling, up to 1 h).", gt=0
     )
+    ingest_compaction_timeout_s: float = setting(
+        30.0,
+        "Seconds a compaction's LLM decision may take before the lowest-value fact is "
+        "archived instead.",
+        gt=0,
+    )
+    ingest_compaction_llm_calls: int = setting(
+        3, "LLM decisions one compaction may ask; the rest of the excess goes by value.", ge=0
+    )
 
     # -- snapshot -------------------------------------------------------------
     snapshot_max_bytes: int = setting(16_384, "Size bound of MEMORY.md.", ge=1024)
@@ -351,6 +360,8 @@ class Settings(BaseModel):
                 ingest_bot_messages=self.ingest_bot_messages,
                 retry_max_attempts=self.ingest_retry_max_attempts,
                 retry_base_s=self.ingest_retry_base_s,
+                compaction_timeout_s=self.ingest_compaction_timeout_s,
+                compaction_llm_calls=self.ingest_compaction_llm_calls,
             ),
             snapshot=SnapshotConfig(
                 max_bytes=self.snapshot_max_bytes, interval_s=self.snapshot_interval_s

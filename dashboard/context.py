@@ -234,6 +234,7 @@ async def fact_detail_context(request: web.Request, guild: str, fact_id: int) ->
         "traces": [trace_json(t) for t in await mem.traces.for_fact(guild, fact_id)],
         "source_message": source,
         "fact_types": list(FACT_TYPES),
+        "pinned": bool(await mem.upkeep.pinned_ids(guild, [fact_id])),
     }
 
 
@@ -394,6 +395,8 @@ async def activity_context(request: web.Request) -> dict[str, Any]:
 def _shown(value: Any) -> Any:
     if isinstance(value, frozenset | set | tuple | list):
         return sorted(str(v) for v in value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
     return value
 
 

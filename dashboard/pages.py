@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from memory import FACT_TYPES, LORE_SUBJECT, InvalidInput
 
-from . import context, params, render, security
+from . import budgets, context, params, render, security
 from .keys import AUTH_VIA, CONFIG, LOGIN_THROTTLE, MARKDOWN, SECRET, SESSION_NONCE
 from .middlewares import client_of
 from .serialize import fact_json
@@ -104,6 +104,7 @@ async def guild_page(request: web.Request) -> web.Response:
         "lore_count": len(lore),
         "channels": await mem.guilds.channels(guild),
         **await context.procedures_context(mem, guild),
+        **await budgets.budgets_context(mem, guild),
     }
     return await render.page(request, "guild.html", _flash(request, ctx))
 
@@ -188,7 +189,8 @@ async def fact_post(request: web.Request) -> web.Response:
     form = await request.post()
     guild = params.required_snowflake(form, "guildId")
     fact_id = params.path_int(request, "fact_id")
-    action = params.choice(form, "action", ("edit", "archive", "restore", "delete"), "edit")
+    actions = ("edit", "archive", "restore", "delete", "pin", "unpin")
+    action = params.choice(form, "action", actions, "edit")
     mem = context.memory_of(request)
     try:
         if action == "delete":
@@ -197,6 +199,12 @@ async def fact_post(request: web.Request) -> web.Response:
             if not await mem.facts.delete(guild, fact_id, actor=context.OPERATOR):
                 raise params.not_found(f"fact {fact_id} not found in guild {guild}")
             raise _go("/facts", guildId=guild, notice="deleted")
+        if action == "pin" and await mem.upkeep.pin(guild, fact_id, actor=context.OPERATOR):
+            raise _go(f"/facts/{fact_id}", guildId=guild, notice="pinned")
+        if action == "unpin" and await mem.upkeep.unpin(guild, fact_id, actor=context.OPERATOR):
+            raise _go(f"/facts/{fact_id}", guildId=guild, notice="unpinned")
+        if action in ("pin", "unpin"):
+            raise params.not_found(f"fact {fact_id} not found in guild {guild}")
         if action in ("archive", "restore"):
             await context.change_fact(mem, guild, fact_id, active=action == "restore")
             raise _go(f"/facts/{fact_id}", guildId=guild, notice=action + "d")

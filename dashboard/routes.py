@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import api, pages
+from . import api, budgets, pages
 from .render import static_dir
 
 FACT_ID = r"{fact_id:[0-9]{1,18}}"
@@ -47,6 +47,15 @@ ROUTES: tuple[web.RouteDef, ...] = (
     web.get("/api/memory/health", api.health, name="api-health"),
     web.get("/api/guilds", api.guilds, name="api-guilds"),
     web.get(f"/api/guilds/{GUILD_ID}/members", api.members, name="api-members"),
+    web.post(f"/api/memory/facts/{FACT_ID}/pin", budgets.pin_fact, name="api-fact-pin"),
+    web.delete(f"/api/memory/facts/{FACT_ID}/pin", budgets.unpin_fact, name="api-fact-unpin"),
+    web.get(f"/api/guilds/{GUILD_ID}/budgets", budgets.get_budgets, name="api-budgets"),
+    web.delete(f"/api/guilds/{GUILD_ID}/facts", budgets.purge_guild_facts, name="api-purge"),
+    web.delete(
+        f"/api/guilds/{GUILD_ID}/members/{USER_ID}/facts",
+        budgets.purge_member_facts,
+        name="api-purge-member",
+    ),
     web.get("/api/settings", api.get_settings, name="api-settings"),
     web.patch("/api/settings", api.patch_settings, name="api-settings-patch"),
     web.get("/api/csrf", api.csrf, name="api-csrf"),

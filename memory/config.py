@@ -21,6 +21,13 @@ class IngestConfig:
     max_facts_per_message: int = 4
     keep_facts_per_subject: int = 80
     keep_lore_per_guild: int = 120
+    # Budget defaults for guilds that set none (memory/guild_settings.py).
+    keep_episodes_per_channel: int = 50
+    keep_facts_per_guild: int = 20_000
+    # Compaction (memory/roles/budgets.py): the whole LLM decision's time,
+    # and the LLM decisions one compaction may ask before archiving by value.
+    compaction_timeout_s: float = 30.0
+    compaction_llm_calls: int = 3
     # With an LLM extractor, the write decision is also the LLM's (one call
     # per batch); off, the offline rules decide.
     llm_decision: bool = True

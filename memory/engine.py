@@ -59,6 +59,7 @@ from memory.roles.pins import PinOps
 from memory.roles.procedures import ProcedureOps
 from memory.roles.retention import Retention
 from memory.roles.traces import TraceOps
+from memory.roles.upkeep import MemoryUpkeep
 from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
 from memory.snapshot_file import SNAPSHOT_NAME, SnapshotFile
@@ -169,6 +170,7 @@ class Memory:
             forget=self.forget,
             drain_timeout_s=config.ingest.drain_timeout_s,
         )
+        self.upkeep = MemoryUpkeep(self.db, self.pipeline, self.snapshot, self.compactor, clock)
         self._retriever: Any = None
         self._started = False
         self._ingesting = False
@@ -233,6 +235,7 @@ class Memory:
             return
         if self._ingesting:
             await self._stop_ingest(drain_timeout)
+        await self.upkeep.close()
         await self.embeddings.stop()
         if self._retriever is not None:  # never built: nothing to drop
             await self._retriever.close()
@@ -308,7 +311,7 @@ class Memory:
         rewrite after an erase (tests, import, demo)."""
         ok = await self.queue.drain(timeout)
         ok = await self.embeddings.settle(timeout) and ok
-        await self.compactor.flush()
+        await self.upkeep.settle(timeout)
         return ok
 
     async def get_message(self, guild_id: str, message_id: str) -> StoredMessage | None:

@@ -117,7 +117,30 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
         SENSITIVE_MODES,
     ),
 )
+# Budgets (current facts a scope keeps; pinned facts and canon do not count),
+# expiry (days without a new observation before a fact of that type is
+# archived; 0: never) and the purge of archived facts (0: never). A budget
+# left blank takes the deployment's default (IngestConfig).
+INT_MAX = 1_000_000
+BUDGET_SETTINGS: tuple[SettingSpec, ...] = (
+    SettingSpec("budget_member_facts", "int", 80, "Current facts kept per member."),
+    SettingSpec("budget_lore", "int", 120, "Current lore facts kept for the server."),
+    SettingSpec("budget_channel_episodes", "int", 50, "Episodes kept per channel."),
+    SettingSpec("budget_guild_total", "int", 20_000, "Current facts kept for the whole server."),
+    SettingSpec("ttl_days_project", "int", 180, "Days before an unobserved project fact expires."),
+    SettingSpec("ttl_days_episode", "int", 180, "Days before an episode expires (0: never)."),
+    SettingSpec("ttl_days_other", "int", 365, "Days before an unobserved plain fact expires."),
+    SettingSpec(
+        "purge_after_days",
+        "int",
+        365,
+        "Days an archived fact stays restorable before it is deleted for good (0: never).",
+    ),
+)
+GUILD_SETTINGS = GUILD_SETTINGS + BUDGET_SETTINGS
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
+# Budgets must keep at least one fact; day counts may be 0 (never).
+_MIN_INT = {"budget_member_facts": 1, "budget_lore": 1, "budget_channel_episodes": 1}
 
 
 @dataclass(frozen=True)
@@ -137,6 +160,22 @@ class GuildSettings:
     member_leave_policy: str = KEEP
     guild_leave_policy: str = KEEP
     sensitive_facts: str = "ask"
+    # Budgets and day counts; None: not set here (the deployment's default).
+    budget_member_facts: int | None = None
+    budget_lore: int | None = None
+    budget_channel_episodes: int | None = None
+    budget_guild_total: int | None = None
+    ttl_days_project: int | None = None
+    ttl_days_episode: int | None = None
+    ttl_days_other: int | None = None
+    purge_after_days: int | None = None
+
+    def number(self, key: str, default: int | None = None) -> int:
+        """An int setting: the guild's value, else ``default``, else the declared one."""
+        found = getattr(self, key)
+        if isinstance(found, int):
+            return found
+        return default if default is not None else int(GUILD_SETTINGS_BY_KEY[key].default)
 
     def allowed_types(self, consumer: str) -> frozenset[str]:
         """The memory types ``consumer`` (replies, voice, tool, api) may see."""
@@ -184,6 +223,12 @@ def parse_guild_setting(key: str, raw: str | None) -> str | None:
         if value not in spec.choices:
             raise InvalidInput(f"{key} must be one of {', '.join(spec.choices)}")
         return value
+    if spec.kind == "int":
+        if not value.isdigit() or int(value) > INT_MAX:
+            raise InvalidInput(f"{key} must be a whole number from 0 to {INT_MAX}")
+        if int(value) < _MIN_INT.get(key, 0):
+            raise InvalidInput(f"{key} must be at least {_MIN_INT[key]}")
+        return str(int(value))
     if spec.kind == "retention":
         low = value.lower()
         if low == KEEP:
@@ -255,6 +300,11 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
         sensitive_facts=(
             stored["sensitive_facts"] if stored.get("sensitive_facts") in SENSITIVE_MODES else "ask"
         ),
+        **{
+            s.key: int(stored[s.key])
+            for s in BUDGET_SETTINGS
+            if (stored.get(s.key) or "").isdigit()
+        },
     )
 
 

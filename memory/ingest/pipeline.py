@@ -45,8 +45,8 @@ from memory.ingest.retry import RetryPolicy, quarantine
 from memory.ingest.stats import PipelineStats
 from memory.journal import EDITED, Journal
 from memory.models import Candidate, Fact
+from memory.roles.budgets import BudgetKeeper
 from memory.store import fact_decision
-from memory.store import facts as store
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
@@ -96,6 +96,7 @@ class BatchProcessor:
         extractor (same endpoint and model) when ``cfg.llm_decision``."""
         self.db = db
         self.decisions = WriteDecisions(db, cfg, decider)
+        self.budgets = BudgetKeeper(db, cfg, clock, embeddings, self.decisions, extractor)
         self.journal = journal
         self.extractor = extractor
         self.cfg = cfg
@@ -458,7 +459,7 @@ class BatchProcessor:
             )
         self.gate.log(con, m, routes, now)
         if result.accepted and m.guild_id:
-            store.archive_excess(con, m.guild_id, m.author_id, self.cfg.keep_facts_per_subject, now)
+            self.budgets.after_write(con, m.guild_id, m.author_id, now, channel_id=m.channel_id)
         store_messages.finish_message(con, m.id, "done", now, journaled=p.journaled)
         for kind in decisions:
             self.stats.count_decision(kind)

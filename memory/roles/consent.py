@@ -18,10 +18,10 @@ from memory.embed.service import EmbeddingService
 from memory.ingest.consent_gate import ConsentStats
 from memory.ingest.decision import decide
 from memory.models import Fact, PendingFact
+from memory.roles.budgets import archive_over_budget
 from memory.snapshot import SnapshotRefresher
 from memory.store import consent as store_consent
 from memory.store import fact_decision
-from memory.store import facts as store
 from memory.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,6 @@ class ConsentOps:
         """Store the member's pending fact; None if it is not theirs, decided or expired."""
         now = iso(self._clock())
         actor = f"user:{user_id}"
-        keep = self._cfg.keep_facts_per_subject
 
         def work(con: Any) -> Fact | None:
             item = store_consent.get_pending(con, guild_id, user_id, item_id)
@@ -84,7 +83,7 @@ class ConsentOps:
             )
             applied = fact_decision.apply_decision(con, new, decision, now=now, actor=actor)
             store_consent.record_decision(con, item, "accept", actor, now, applied.fact.id)
-            store.archive_excess(con, guild_id, user_id, keep, now)
+            archive_over_budget(con, self._cfg, guild_id, user_id, now)
             return applied.fact
 
         fact: Fact | None = await self._db.write(work)

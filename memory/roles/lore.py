@@ -16,7 +16,6 @@ from memory.extract.guards import normalise_lore_line
 from memory.ingest.pipeline import BatchProcessor
 from memory.models import LORE_SUBJECT, Remembered
 from memory.snapshot import SnapshotRefresher
-from memory.store import facts as store
 from memory.store import ops as store_ops
 from memory.store.db import Database
 from memory.store.fact_decision import NewFact, apply_decision
@@ -63,7 +62,6 @@ class LoreOps:
         if text is None:
             return None
         now = iso(self._clock())
-        keep = self._cfg.keep_lore_per_guild
         new = NewFact(
             guild_id,
             channel_id,
@@ -87,7 +85,7 @@ class LoreOps:
             applied = apply_decision(
                 con, replace(new, fact=better or new.fact), decision, now=now, actor=actor
             )
-            store.archive_excess(con, guild_id, LORE_SUBJECT, keep, now)
+            self._pipeline.budgets.after_write(con, guild_id, LORE_SUBJECT, now)
             fact = applied.fact
             store_ops.log_action(
                 con,

@@ -244,40 +244,6 @@ def search_facts_fts(
     return [(row_to_fact(r), float(r["rank"])) for r in rows]
 
 
-def archive_excess(
-    con: Any, guild_id: str, subject: str, keep: int, now: str, actor: str = "system"
-) -> list[int]:
-    """Keep the newest ``keep`` current facts of a subject; archive the rest.
-
-    Superseded facts (closed by a newer value) neither count nor go: they are
-    the subject's history, and a member's current facts must not be archived
-    because of how often their own values changed."""
-    rows = con.execute(
-        "SELECT id, fact FROM memory_facts WHERE guild_id = ? AND subject = ? AND is_active = 1 "
-        "AND valid_to IS NULL ORDER BY updated_at DESC, id DESC LIMIT -1 OFFSET ?",
-        (guild_id, subject, keep),
-    ).fetchall()
-    ids = [int(r["id"]) for r in rows]
-    for r in rows:
-        con.execute(
-            "UPDATE memory_facts SET is_active = 0, updated_at = ? WHERE id = ?", (now, r["id"])
-        )
-        add_history(
-            con,
-            guild_id,
-            int(r["id"]),
-            subject,
-            "archive",
-            r["fact"],
-            None,
-            actor,
-            reason=f"over the limit of {keep} active facts",
-            now=now,
-        )
-    delete_fact_vectors_index(con, ids)
-    return ids
-
-
 def set_fact_active(
     con: Any, guild_id: str, fact_id: int, active: bool, actor: str, now: str
 ) -> Fact | None:
@@ -346,7 +312,17 @@ def edit_fact(
     return get_fact(con, guild_id, fact_id)
 
 
-def delete_fact(con: Any, guild_id: str, fact_id: int, actor: str, now: str) -> bool:
+def delete_fact(
+    con: Any,
+    guild_id: str,
+    fact_id: int,
+    actor: str,
+    now: str,
+    *,
+    event: str = "delete",
+    reason: str | None = None,
+) -> bool:
+    """Hard delete; ``event``/``reason`` name why in the content-free history row."""
     fact = get_fact(con, guild_id, fact_id)
     if fact is None:
         return False
@@ -358,7 +334,9 @@ def delete_fact(con: Any, guild_id: str, fact_id: int, actor: str, now: str) -> 
     con.execute(
         "UPDATE fact_history SET old_text = NULL, new_text = NULL WHERE fact_id = ?", (fact_id,)
     )
-    add_history(con, guild_id, fact_id, fact.subject, "delete", None, None, actor, now=now)
+    add_history(
+        con, guild_id, fact_id, fact.subject, event, None, None, actor, None, reason, now=now
+    )
     return True
 
 
