@@ -66,6 +66,47 @@ async def test_app_command_tree() -> None:
     await bot.close()
 
 
+async def test_every_loaded_command_stays_within_discords_limits() -> None:
+    """Discord refuses to register a command with more than 25 choices on an
+    option (or 25 subcommands in a group): the guild settings outgrew a fixed
+    choice list, so the setting key is offered by autocomplete instead."""
+    from bot.client import DEFAULT_EXTENSIONS, GuildloreBot
+    from bot.settings import ReplyConfig
+
+    bot = GuildloreBot(memory=None, reply_config=ReplyConfig())  # type: ignore[arg-type]
+    for ext in DEFAULT_EXTENSIONS:
+        await bot.load_extension(ext)
+    commands = list(bot.tree.walk_commands())
+    assert commands
+    for cmd in commands:
+        if isinstance(cmd, app_commands.Group):
+            assert len(cmd.commands) <= 25, cmd.qualified_name
+            continue
+        for param in cmd.parameters:
+            assert len(param.choices) <= 25, f"{cmd.qualified_name} {param.name}"
+    admin = bot.tree.get_command("memory-admin")
+    assert isinstance(admin, app_commands.Group)
+    setting = admin.get_command("setting")
+    assert isinstance(setting, app_commands.Command)
+    key = next(p for p in setting.parameters if p.name == "key")
+    assert key.autocomplete and not key.choices
+    await bot.close()
+
+
+async def test_setting_keys_autocomplete_and_one_key_shows_its_help(harness: Harness) -> None:
+    from bot.cogs.memory_commands import setting_keys_matching
+
+    assert setting_keys_matching("reply") == ["reply_mode", "reply_memory_types"]
+    assert len(setting_keys_matching("")) <= 25
+    h = harness
+    await _grant_manage_guild(h, h.alice)
+    listing = await change_setting(h.memory, h.guild, h.alice, None, None)
+    assert "`memory_enabled`" in listing.text and len(listing.text) <= 2000
+    one = await change_setting(h.memory, h.guild, h.alice, "reply_mode", None)
+    assert "`reply_mode` = mention_or_reply — " in one.text
+    assert "`memory_enabled`" not in one.text
+
+
 async def test_about_hides_facts_from_channels_the_asker_cannot_read(harness: Harness) -> None:
     h = harness
     make_private(h, h.mods, h.alice)

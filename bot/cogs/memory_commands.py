@@ -231,13 +231,17 @@ async def change_setting(
             return Answer(f"Not changed: {exc}")
     current = await memory.guilds.settings(gid)
     lines = []
-    for spec in GUILD_SETTINGS:
+    # One key: its value and what it does; all of them: values only, so the
+    # list fits one Discord message.
+    shown = [s for s in GUILD_SETTINGS if s.key == key] if key and value is None else []
+    for spec in shown or GUILD_SETTINGS:
         v = getattr(current, spec.key, None)
         if isinstance(v, frozenset):
             v = ", ".join(sorted(v)) or "(none)"
         elif isinstance(v, tuple):
             v = ", ".join(v) or None
-        lines.append(f"• `{spec.key}` = {v if v is not None else '(default)'} — {spec.help}")
+        line = f"• `{spec.key}` = {v if v is not None else '(default)'}"
+        lines.append(f"{line} — {spec.help}" if shown else line)
     head = "**Memory settings for this server:**"
     if key is not None and value is not None:
         head = f"Set `{key}`. " + head
@@ -294,7 +298,18 @@ def forget_member_prompt(
 
 
 SCOPES = [app_commands.Choice(name=n, value=n) for n in ("facts", "messages", "all")]
-SETTING_KEYS = [app_commands.Choice(name=s.key, value=s.key) for s in GUILD_SETTINGS]
+# Discord allows at most 25 fixed choices per option; the guild settings
+# outgrew that, so the key is offered by autocomplete (also at most 25 at once).
+SETTING_KEYS = tuple(s.key for s in GUILD_SETTINGS)
+AUTOCOMPLETE_MAX = 25
+
+
+def setting_keys_matching(typed: str) -> list[str]:
+    """The setting keys containing what the operator typed so far, at most 25."""
+    needle = typed.strip().lower()
+    return [k for k in SETTING_KEYS if needle in k][:AUTOCOMPLETE_MAX]
+
+
 # Where a procedure may apply: any channel members write in.
 ScopeChannel = discord.TextChannel | discord.VoiceChannel | discord.ForumChannel | discord.Thread
 
@@ -391,17 +406,22 @@ class MemoryCommands(commands.Cog):
         await send_answer(interaction, forget_member_prompt(self.memory, guild, operator, member))
 
     @admin_group.command(name="setting", description="Show or change a memory setting")
-    @app_commands.choices(key=SETTING_KEYS)
     @app_commands.describe(key="Setting to change", value="New value (blank: show settings)")
     async def setting(
         self,
         interaction: discord.Interaction,
-        key: app_commands.Choice[str] | None = None,
+        key: str | None = None,
         value: str | None = None,
     ) -> None:
         guild, _, member = self._where(interaction)
-        answer = await change_setting(self.memory, guild, member, key.value if key else None, value)
+        answer = await change_setting(self.memory, guild, member, key, value)
         await send_answer(interaction, answer)
+
+    @setting.autocomplete("key")
+    async def setting_key_autocomplete(
+        self, interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        return [app_commands.Choice(name=k, value=k) for k in setting_keys_matching(current)]
 
     @procedure_group.command(name="add", description="Add an instruction my replies follow")
     @app_commands.describe(
