@@ -29,9 +29,11 @@ SENSITIVE_MODES = ("ask", "never", "store")
 class SettingSpec:
     key: str
     kind: str  # "bool" | "choice" | "text" | "ids" | "types" | "retention" (choices: the action)
+    # | "int" (limits: the smallest and largest value)
     default: Any
     help: str
     choices: tuple[str, ...] = ()
+    limits: tuple[int, int] = (0, 0)
 
 
 GUILD_SETTINGS: tuple[SettingSpec, ...] = (
@@ -116,6 +118,20 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
         "for their answer), never keep them, or store them like any fact.",
         SENSITIVE_MODES,
     ),
+    SettingSpec(
+        "episode_idle_minutes",
+        "int",
+        30,
+        "Minutes a channel must be quiet before its conversation is summarised as an episode.",
+        limits=(1, 10080),
+    ),
+    SettingSpec(
+        "episode_min_messages",
+        "int",
+        6,
+        "New messages a channel needs since its last episode before it gets another.",
+        limits=(2, 1000),
+    ),
 )
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
 
@@ -137,6 +153,8 @@ class GuildSettings:
     member_leave_policy: str = KEEP
     guild_leave_policy: str = KEEP
     sensitive_facts: str = "ask"
+    episode_idle_minutes: int = 30
+    episode_min_messages: int = 6
 
     def allowed_types(self, consumer: str) -> frozenset[str]:
         """The memory types ``consumer`` (replies, voice, tool, api) may see."""
@@ -195,6 +213,15 @@ def parse_guild_setting(key: str, raw: str | None) -> str | None:
         if days > RETENTION_MAX_DAYS:
             raise InvalidInput(f"{key}: at most {RETENTION_MAX_DAYS} days")
         return f"{m['action']}:{days}d"
+    if spec.kind == "int":
+        lo, hi = spec.limits
+        try:
+            number = int(value)
+        except ValueError:
+            raise InvalidInput(f"{key} must be a whole number") from None
+        if not lo <= number <= hi:
+            raise InvalidInput(f"{key} must be between {lo} and {hi}")
+        return str(number)
     if spec.kind == "ids":
         ids = [v.strip() for v in value.replace("\n", ",").split(",") if v.strip()]
         bad = [v for v in ids if not ID_RE.match(v)]
@@ -234,6 +261,15 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
             # Written by a newer or older version: the safe reading is the default.
             return DEFAULT_ALLOWLISTS[consumer]
 
+    def number(key: str) -> int:
+        spec = GUILD_SETTINGS_BY_KEY[key]
+        try:
+            value = int(stored.get(key) or spec.default)
+        except ValueError:
+            return int(spec.default)
+        lo, hi = spec.limits
+        return min(max(value, lo), hi)
+
     mode = stored.get("reply_mode", "mention_or_reply")
     return GuildSettings(
         memory_enabled=flag("memory_enabled", True),
@@ -255,6 +291,8 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
         sensitive_facts=(
             stored["sensitive_facts"] if stored.get("sensitive_facts") in SENSITIVE_MODES else "ask"
         ),
+        episode_idle_minutes=number("episode_idle_minutes"),
+        episode_min_messages=number("episode_min_messages"),
     )
 
 

@@ -40,6 +40,7 @@ async def test_jobs_schedule_run_and_stop(make_memory: Any, tmp_path: Any) -> No
         "action_log_prune",
         "retention",
         "consent_expiry",
+        "episodes",
     }  # re-index off
     assert str(found["journal_rollover"].trigger.timezone) == "Europe/Berlin"
     assert found["snapshot"].trigger.interval.total_seconds() == 300
@@ -47,7 +48,13 @@ async def test_jobs_schedule_run_and_stop(make_memory: Any, tmp_path: Any) -> No
     await found["journal_rollover"].func()
     await found["snapshot"].func()
     await found["action_log_prune"].func()
-    assert jobs.runs == {"journal_rollover": 1, "snapshot": 1, "action_log_prune": 1}
+    await found["episodes"].func()
+    assert jobs.runs == {
+        "journal_rollover": 1,
+        "snapshot": 1,
+        "action_log_prune": 1,
+        "episodes": 1,
+    }
     assert memory.snapshot_path.exists()
 
     async def boom() -> None:
