@@ -4,7 +4,8 @@ after it was ingested.
 A fact is held up by the messages it was observed in (``fact_sources``; a
 fact without any link counts its ``source_message_id`` as its one source).
 A message that goes away takes its support with it, and a fact left with no
-support is erased: its row, vectors, traces and the text of its history,
+support is erased (an episode is erased when any of its messages goes, see
+``memory.store.episode_sources``): its row, vectors, traces and the text of its history,
 with one ``retract`` history entry (no content) in their place.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from memory.store.episode_sources import episode_ids, queue_rebuild
 from memory.store.facts import add_history
 from memory.store.messages import erase_messages
 from memory.store.reply_context import erase_refs, fact_refs
@@ -146,11 +148,19 @@ def withdraw_support(
     gone_ids = set(message_ids)
     retract: list[int] = []
     kept = 0
-    for fact_id, sources in supported_facts(con, guild_id, message_ids).items():
-        if keep is not None and keep(fact_id):
-            continue
+    found = supported_facts(con, guild_id, message_ids)
+    episodes = episode_ids(con, list(found))
+    for fact_id, sources in found.items():
         gone = sources & gone_ids
         rest = sources - gone_ids
+        if fact_id in episodes:
+            # A summary may carry the words of any of its messages: it goes
+            # whole, and what remains is summarised again.
+            queue_rebuild(con, guild_id, fact_id, rest, now)
+            retract.append(fact_id)
+            continue
+        if keep is not None and keep(fact_id):
+            continue
         if rest:
             _unlink(con, guild_id, fact_id, gone, rest)
             kept += 1
