@@ -75,13 +75,18 @@ async def test_an_edited_message_rewrites_its_episode(make_memory: Any, clock: F
     mem = await engine(make_memory, clock)
     messages = talk()
     await ingest(mem, *messages)
-    await run_at(mem, clock, 40)
-    await mem.lifecycle.edit_message(GUILD, messages[5].id, "I will bring bandages for the raid.")
+    (episode,) = await run_at(mem, clock, 40)
+    assert "Friday at nine" in episode.text  # quoted from messages[4]
+    edited = "Great, the dragon raid is Saturday at ten then."
+    await mem.lifecycle.edit_message(GUILD, messages[4].id, edited)
     assert await mem.settle(60)
     assert await mem.episodes.find(GUILD) == []
     assert (await mem.episodes.run()).rebuilt == 1
     (again,) = await mem.episodes.find(GUILD)
-    assert "potions" not in again.text
+    again = await mem.episodes.get(GUILD, again.fact_id) or again
+    assert "nine" not in again.text
+    # The edited message stays part of the conversation, with its new text.
+    assert set(again.source_ids) == {m.id for m in messages}
 
 
 async def test_forget_of_a_member_rewrites_episodes_without_them(

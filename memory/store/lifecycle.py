@@ -141,6 +141,8 @@ def withdraw_support(
     actor: str,
     now: str,
     keep: Callable[[int], bool] | None = None,
+    *,
+    edited: bool = False,
 ) -> tuple[int, int, int]:
     """``message_ids`` stop supporting their facts; facts left with no support
     are retracted. ``keep(fact_id)`` true: the fact is still supported by the
@@ -155,8 +157,9 @@ def withdraw_support(
         rest = sources - gone_ids
         if fact_id in episodes:
             # A summary may carry the words of any of its messages: it goes
-            # whole, and what remains is summarised again.
-            queue_rebuild(con, guild_id, fact_id, rest, now)
+            # whole, and what remains is summarised again (an edited message
+            # remains, with its new text).
+            queue_rebuild(con, guild_id, fact_id, sources if edited else rest, now)
             retract.append(fact_id)
             continue
         if keep is not None and keep(fact_id):
@@ -229,6 +232,7 @@ def edit_message(
         actor,
         now,
         keep=lambda fid: grounded(texts.get(fid, ""), content),
+        edited=True,
     )
     # A fact the new text still grounds keeps no quote of the old text; the
     # extraction of the new text quotes it again.
