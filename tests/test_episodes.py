@@ -201,6 +201,8 @@ async def test_an_llm_fault_falls_back_to_the_offline_summary(
     stats = mem.episodes.stats
     assert (stats.llm_failures, stats.extractive, stats.by_llm) == (1, 1, 0)
     assert sum(stats.failure_causes.values()) == 1
+    (logged,) = await mem.admin.action_log(kind="memory_episode_error")
+    assert logged.guild_id == GUILD and "written offline" in logged.message
 
 
 async def test_bot_messages_are_not_part_of_an_episode(make_memory: Any, clock: FakeClock) -> None:

@@ -210,7 +210,23 @@ class EpisodeOps:
                 self.stats.llm_failures += 1
                 self.stats.failure_causes[cause] = self.stats.failure_causes.get(cause, 0) + 1
                 log.warning("episode summary by LLM failed, written offline: %s", exc)
+                await self._log_failure(guild_id, cause, str(exc))
         return extractive_summary(lines, channel), "extractive"
+
+    async def _log_failure(self, guild_id: str, cause: str, error: str) -> None:
+        now = iso(self._clock())
+
+        def work(con: Any) -> None:
+            store_ops.log_action(
+                con,
+                "memory_episode_error",
+                f"episode summary by LLM failed ({cause}); written offline",
+                now,
+                guild_id=guild_id,
+                detail={"cause": cause, "error": error[:300]},
+            )
+
+        await self._db.write(work)
 
     async def _summariser(self, guild_id: str) -> LLMSummariser | None:
         ex = self._extractor
