@@ -120,6 +120,15 @@ async def test_the_guild_settings_apply(make_memory: Any, clock: FakeClock) -> N
     assert episode.message_count == 3
 
 
+async def test_no_episode_while_memory_is_off(make_memory: Any, clock: FakeClock) -> None:
+    mem = await engine(make_memory, clock)
+    await ingest(mem, *talk())
+    await mem.guilds.set_setting(GUILD, "memory_enabled", "false")
+    assert await run_at(mem, clock, 40) == []
+    await mem.guilds.set_setting(GUILD, "memory_enabled", "true")
+    assert len(await run_at(mem, clock, 41)) == 1
+
+
 def test_stretches_cut_at_quiet_gaps() -> None:
     messages = [(i, m) for i, m in enumerate(talk(lines=RAID_TALK * 2))]
     stored = [(i, _stored(m)) for i, m in messages]

@@ -168,6 +168,8 @@ class EpisodeOps:
 
     async def _channel(self, guild_id: str, channel_id: str, now: datetime) -> list[Episode]:
         settings = await self._settings.get(guild_id)
+        if not settings.memory_enabled:
+            return []  # memory off: nothing new is remembered, episodes included
         msgs = await self._db.read(store_episodes.new_messages, guild_id, channel_id, SCAN_LIMIT)
         out: list[Episode] = []
         for part in stretches(
