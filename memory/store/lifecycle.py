@@ -4,9 +4,9 @@ after it was ingested.
 A fact is held up by the messages it was observed in (``fact_sources``; a
 fact without any link counts its ``source_message_id`` as its one source).
 A message that goes away takes its support with it, and a fact left with no
-support is erased (an episode is erased when any of its messages goes, see
-``memory.store.episode_sources``): its row, vectors, traces and the text of its history,
-with one ``retract`` history entry (no content) in their place.
+support is erased: its row, vectors, traces and the text of its history,
+with one ``retract`` history entry (no content) in their place. An episode
+is erased when any of its messages goes (``memory.store.episode_sources``).
 """
 
 from __future__ import annotations
@@ -146,7 +146,9 @@ def withdraw_support(
 ) -> tuple[int, int, int]:
     """``message_ids`` stop supporting their facts; facts left with no support
     are retracted. ``keep(fact_id)`` true: the fact is still supported by the
-    message (an edit that still says it). Returns (retracted, kept, traces)."""
+    message (an edit that still says it). ``edited``: the messages stay, with
+    new text (their episodes are rewritten with them). Returns (retracted,
+    kept, traces)."""
     gone_ids = set(message_ids)
     retract: list[int] = []
     kept = 0
