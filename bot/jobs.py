@@ -9,6 +9,10 @@
   minute after start): the forget of members and the purge of guilds whose
   leave timers are due (``memory.retention``; the timers live in the
   database, so a restart loses none);
+* channel episodes every minute (first a minute after start): channels
+  quiet for their guild's ``episode_idle_minutes`` after enough new
+  messages are summarised (``Memory.episodes``); the idle time is read from
+  the messages' own times, so a restart loses none;
 * consent expiry every 15 minutes: sensitive facts a member left unanswered
   for 7 days are dropped (``Memory.consent.expire``);
 * memory upkeep daily at 03:30 in the configured time zone: facts past
@@ -105,6 +109,13 @@ class Jobs:
             **common,
         )
         sched.add_job(
+            self._wrap("episodes", self.episodes),
+            IntervalTrigger(minutes=1, start_date=datetime.now(UTC) + timedelta(minutes=1)),
+            id="episodes",
+            name="channel episodes",
+            **common,
+        )
+        sched.add_job(
             self._wrap("consent_expiry", self.expire_consent),
             IntervalTrigger(minutes=15, start_date=datetime.now(UTC) + timedelta(seconds=30)),
             id="consent_expiry",
@@ -191,6 +202,11 @@ class Jobs:
                 len(done.purged),
                 done.cancelled,
             )
+
+    async def episodes(self) -> None:
+        done = await self.memory.episodes.run()
+        if done.created or done.rebuilt:
+            log.info("episodes: %d written, %d rebuilt", len(done.created), done.rebuilt)
 
     async def expire_consent(self) -> None:
         await self.memory.consent.expire()

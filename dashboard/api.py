@@ -1,5 +1,5 @@
 """JSON API handlers: snapshot, search, facts (read, edit, delete, history),
-procedures, traces, health, guilds and members, settings, CSRF token and metrics.
+procedures, episodes, traces, health, guilds and members, settings, CSRF token and metrics.
 
 Every success is ``{"ok": true, …}``; every error is ``{"ok": false, "error",
 "status"}`` (middlewares.py). Facts are guild-scoped: each fact route needs
@@ -15,6 +15,7 @@ from aiohttp import web
 from memory import FACT_TYPES, GUILD_SETTINGS_BY_KEY
 
 from . import context, params, render, security
+from .episodes import episodes_context
 from .keys import CONFIG
 from .metrics import CONTENT_TYPE, render_metrics
 from .serialize import fact_json, history_json
@@ -116,6 +117,16 @@ async def procedures(request: web.Request) -> web.Response:
     """``GET /api/memory/procedures?guildId=`` → the guild's procedures and recent changes."""
     guild = params.required_snowflake(request.query, "guildId")
     return render.json_ok(await context.procedures_context(context.memory_of(request), guild))
+
+
+async def episodes(request: web.Request) -> web.Response:
+    """``GET /api/memory/episodes?guildId=&channelId=&limit=`` → episodes per
+    channel and the latest episodes (of one channel with ``channelId``)."""
+    guild = params.required_snowflake(request.query, "guildId")
+    channel = params.snowflake(request.query, "channelId")
+    limit = params.integer(request.query, "limit", default=50, lo=1, hi=500)
+    mem = context.memory_of(request)
+    return render.json_ok(await episodes_context(mem, guild, channel, limit))
 
 
 async def traces(request: web.Request) -> web.Response:

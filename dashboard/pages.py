@@ -17,6 +17,7 @@ from markupsafe import Markup
 from memory import FACT_TYPES, LORE_SUBJECT, InvalidInput
 
 from . import budgets, context, params, render, security
+from .episodes import episodes_context
 from .keys import AUTH_VIA, CONFIG, LOGIN_THROTTLE, MARKDOWN, SECRET, SESSION_NONCE
 from .middlewares import client_of
 from .serialize import fact_json
@@ -105,6 +106,7 @@ async def guild_page(request: web.Request) -> web.Response:
         "channels": await mem.guilds.channels(guild),
         **await context.procedures_context(mem, guild),
         **await budgets.budgets_context(mem, guild),
+        **await episodes_context(mem, guild),
     }
     return await render.page(request, "guild.html", _flash(request, ctx))
 

@@ -43,6 +43,7 @@ ROUTES: tuple[web.RouteDef, ...] = (
     web.delete(f"/api/memory/facts/{FACT_ID}", api.delete_fact, name="api-fact-delete"),
     web.get(f"/api/memory/facts/{FACT_ID}/history", api.fact_history, name="api-fact-history"),
     web.get("/api/memory/procedures", api.procedures, name="api-procedures"),
+    web.get("/api/memory/episodes", api.episodes, name="api-episodes"),
     web.get("/api/memory/traces", api.traces, name="api-traces"),
     web.get("/api/memory/health", api.health, name="api-health"),
     web.get("/api/guilds", api.guilds, name="api-guilds"),

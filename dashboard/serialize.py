@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memory import (
+    EPISODE_SUBJECT,
     LORE_SUBJECT,
     ActionLogEntry,
     Fact,
@@ -35,6 +36,8 @@ def num(value: Any, digits: int = 6) -> float | None:
 def subject_name(subject: str, names: Mapping[str, str]) -> str:
     if subject == LORE_SUBJECT:
         return "Guild lore"
+    if subject == EPISODE_SUBJECT:
+        return "Channel episodes"
     return names.get(subject) or subject
 
 

@@ -51,9 +51,11 @@ from memory.importer.session import ImportReport, ImportStop, import_files, impo
 from memory.llm import ChatModel
 from memory.member_export import export_json, export_markdown
 from memory.models import (
+    EPISODE_SUBJECT,
     FACT_TYPES,
     LORE_SUBJECT,
     ActionLogEntry,
+    Episode,
     Fact,
     HistoryEntry,
     Hit,
@@ -71,6 +73,7 @@ from memory.store.sqlite import capabilities as sqlite_capabilities
 from memory.throttle import Throttle
 
 __all__ = [
+    "EPISODE_SUBJECT",
     "FACT_TYPES",
     "GUILD_SETTINGS",
     "GUILD_SETTINGS_BY_KEY",
@@ -82,6 +85,7 @@ __all__ = [
     "Clock",
     "ConfigError",
     "EmbeddingConfig",
+    "Episode",
     "Fact",
     "GuildloreError",
     "HistoryEntry",

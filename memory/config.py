@@ -62,6 +62,7 @@ class RetrievalConfig:
     user_facts: int = 8
     relevant_facts: int = 10
     relevant_messages: int = 8
+    slice_episodes: int = 2  # channel episodes in a reply's memory
     search_limit_max: int = 50
     knn_candidates: int = 64
     fts_candidates: int = 64

@@ -83,24 +83,38 @@ def render_message(hit: Hit, channel_names: Mapping[str, str]) -> str:
     return f"({_date(hit.created_at)}{place}) {who}: {_quote(hit.text, 300)}"
 
 
+def render_episode(hit: Hit, channel_names: Mapping[str, str]) -> str:
+    """A channel episode: when it ended, where, and its summary."""
+    where = channel_names.get(hit.channel_id or "", "")
+    place = f", #{where}" if where else ""
+    return f"({_date(hit.created_at)}{place}) {' '.join(hit.text.split())}"
+
+
 def render_sections(memory: PromptSlice, channel_names: Mapping[str, str] | None = None) -> str:
-    """The three memory sections of the system prompt; '(none)' where one is empty."""
+    """The memory sections of the system prompt; '(none)' where one of the
+    first three is empty; past conversations only when there are some."""
     names = channel_names or {}
 
     def block(title: str, lines: list[str]) -> str:
         body = "\n".join(f"- {line}" for line in lines) if lines else "(none)"
         return f"{title}\n{body}"
 
-    return "\n\n".join(
-        [
-            block("Known facts about this user:", [render_fact(h) for h in memory.user_facts]),
-            block("Relevant durable memory:", [render_fact(h) for h in memory.relevant_facts]),
+    blocks = [
+        block("Known facts about this user:", [render_fact(h) for h in memory.user_facts]),
+        block("Relevant durable memory:", [render_fact(h) for h in memory.relevant_facts]),
+        block(
+            "Relevant past messages:",
+            [render_message(h, names) for h in memory.relevant_messages],
+        ),
+    ]
+    if memory.episodes:
+        blocks.append(
             block(
-                "Relevant past messages:",
-                [render_message(h, names) for h in memory.relevant_messages],
-            ),
-        ]
-    )
+                "Past conversations in this server:",
+                [render_episode(h, names) for h in memory.episodes],
+            )
+        )
+    return "\n\n".join(blocks)
 
 
 def system_prompt(
@@ -340,6 +354,7 @@ async def compose_reply(
             *memory_slice.user_facts,
             *memory_slice.relevant_facts,
             *memory_slice.relevant_messages,
+            *memory_slice.episodes,
             *done.hits,
         ]
     )

@@ -49,6 +49,10 @@ class DecisionError(GuildloreError):
     """The LLM write decision's call failed or its reply was unusable."""
 
 
+class EpisodeSummaryError(GuildloreError):
+    """The LLM episode summary's call failed or its reply was unusable."""
+
+
 class EmbeddingError(GuildloreError):
     pass
 

@@ -29,9 +29,11 @@ SENSITIVE_MODES = ("ask", "never", "store")
 class SettingSpec:
     key: str
     kind: str  # "bool" | "choice" | "text" | "ids" | "types" | "retention" (choices: the action)
+    # | "int" (limits: the smallest and largest value)
     default: Any
     help: str
     choices: tuple[str, ...] = ()
+    limits: tuple[int, int] = (0, 0)
 
 
 GUILD_SETTINGS: tuple[SettingSpec, ...] = (
@@ -116,6 +118,20 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
         "for their answer), never keep them, or store them like any fact.",
         SENSITIVE_MODES,
     ),
+    SettingSpec(
+        "episode_idle_minutes",
+        "int",
+        30,
+        "Minutes a channel must be quiet before its conversation is summarised as an episode.",
+        limits=(1, 10080),
+    ),
+    SettingSpec(
+        "episode_min_messages",
+        "int",
+        6,
+        "New messages a channel needs since its last episode before it gets another.",
+        limits=(2, 1000),
+    ),
 )
 # Budgets (current facts a scope keeps; pinned facts and canon do not count),
 # expiry (days without a new observation before a fact of that type is
@@ -123,24 +139,53 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
 # left blank takes the deployment's default (IngestConfig).
 INT_MAX = 1_000_000
 BUDGET_SETTINGS: tuple[SettingSpec, ...] = (
-    SettingSpec("budget_member_facts", "int", 80, "Current facts kept per member."),
-    SettingSpec("budget_lore", "int", 120, "Current lore facts kept for the server."),
-    SettingSpec("budget_channel_episodes", "int", 50, "Episodes kept per channel."),
-    SettingSpec("budget_guild_total", "int", 20_000, "Current facts kept for the whole server."),
-    SettingSpec("ttl_days_project", "int", 180, "Days before an unobserved project fact expires."),
-    SettingSpec("ttl_days_episode", "int", 180, "Days before an episode expires (0: never)."),
-    SettingSpec("ttl_days_other", "int", 365, "Days before an unobserved plain fact expires."),
+    SettingSpec(
+        "budget_member_facts", "int", 80, "Current facts kept per member.", limits=(1, INT_MAX)
+    ),
+    SettingSpec(
+        "budget_lore", "int", 120, "Current lore facts kept for the server.", limits=(1, INT_MAX)
+    ),
+    SettingSpec(
+        "budget_channel_episodes", "int", 50, "Episodes kept per channel.", limits=(1, INT_MAX)
+    ),
+    SettingSpec(
+        "budget_guild_total",
+        "int",
+        20_000,
+        "Current facts kept for the whole server.",
+        limits=(1, INT_MAX),
+    ),
+    SettingSpec(
+        "ttl_days_project",
+        "int",
+        180,
+        "Days before an unobserved project fact expires (0: never).",
+        limits=(0, INT_MAX),
+    ),
+    SettingSpec(
+        "ttl_days_episode",
+        "int",
+        180,
+        "Days before an episode expires (0: never).",
+        limits=(0, INT_MAX),
+    ),
+    SettingSpec(
+        "ttl_days_other",
+        "int",
+        365,
+        "Days before an unobserved plain fact expires (0: never).",
+        limits=(0, INT_MAX),
+    ),
     SettingSpec(
         "purge_after_days",
         "int",
         365,
         "Days an archived fact stays restorable before it is deleted for good (0: never).",
+        limits=(0, INT_MAX),
     ),
 )
 GUILD_SETTINGS = GUILD_SETTINGS + BUDGET_SETTINGS
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
-# Budgets must keep at least one fact; day counts may be 0 (never).
-_MIN_INT = {"budget_member_facts": 1, "budget_lore": 1, "budget_channel_episodes": 1}
 
 
 @dataclass(frozen=True)
@@ -160,6 +205,8 @@ class GuildSettings:
     member_leave_policy: str = KEEP
     guild_leave_policy: str = KEEP
     sensitive_facts: str = "ask"
+    episode_idle_minutes: int = 30
+    episode_min_messages: int = 6
     # Budgets and day counts; None: not set here (the deployment's default).
     budget_member_facts: int | None = None
     budget_lore: int | None = None
@@ -223,12 +270,6 @@ def parse_guild_setting(key: str, raw: str | None) -> str | None:
         if value not in spec.choices:
             raise InvalidInput(f"{key} must be one of {', '.join(spec.choices)}")
         return value
-    if spec.kind == "int":
-        if not value.isdigit() or int(value) > INT_MAX:
-            raise InvalidInput(f"{key} must be a whole number from 0 to {INT_MAX}")
-        if int(value) < _MIN_INT.get(key, 0):
-            raise InvalidInput(f"{key} must be at least {_MIN_INT[key]}")
-        return str(int(value))
     if spec.kind == "retention":
         low = value.lower()
         if low == KEEP:
@@ -240,6 +281,15 @@ def parse_guild_setting(key: str, raw: str | None) -> str | None:
         if days > RETENTION_MAX_DAYS:
             raise InvalidInput(f"{key}: at most {RETENTION_MAX_DAYS} days")
         return f"{m['action']}:{days}d"
+    if spec.kind == "int":
+        lo, hi = spec.limits
+        try:
+            number = int(value)
+        except ValueError:
+            raise InvalidInput(f"{key} must be a whole number") from None
+        if not lo <= number <= hi:
+            raise InvalidInput(f"{key} must be between {lo} and {hi}")
+        return str(number)
     if spec.kind == "ids":
         ids = [v.strip() for v in value.replace("\n", ",").split(",") if v.strip()]
         bad = [v for v in ids if not ID_RE.match(v)]
@@ -279,6 +329,15 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
             # Written by a newer or older version: the safe reading is the default.
             return DEFAULT_ALLOWLISTS[consumer]
 
+    def number(key: str) -> int:
+        spec = GUILD_SETTINGS_BY_KEY[key]
+        try:
+            value = int(stored.get(key) or spec.default)
+        except ValueError:
+            return int(spec.default)
+        lo, hi = spec.limits
+        return min(max(value, lo), hi)
+
     mode = stored.get("reply_mode", "mention_or_reply")
     return GuildSettings(
         memory_enabled=flag("memory_enabled", True),
@@ -305,6 +364,8 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
             for s in BUDGET_SETTINGS
             if (stored.get(s.key) or "").isdigit()
         },
+        episode_idle_minutes=number("episode_idle_minutes"),
+        episode_min_messages=number("episode_min_messages"),
     )
 
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 LORE_SUBJECT = "__lore__"
+# The subject of every channel episode (its channel is the fact's channel_id).
+EPISODE_SUBJECT = "__episode__"
 
 # "canon": server lore a pinned message made, ranked above chat-extracted facts.
 FactType = Literal["preference", "profile", "relationship", "project", "other", "lore", "canon"]
@@ -240,6 +242,8 @@ class PromptSlice:
     user_facts: tuple[Hit, ...]
     relevant_facts: tuple[Hit, ...]
     relevant_messages: tuple[Hit, ...]
+    # Summaries of past conversations in channels the asker can see.
+    episodes: tuple[Hit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -318,3 +322,21 @@ class PendingFact:
     created_at: str
     expires_at: str
     prompted_at: str | None
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A channel's conversation summarised: its text (a fact of type
+    ``episode``), the span of its messages and how it was written
+    (``llm`` or ``extractive``)."""
+
+    fact_id: int
+    guild_id: str
+    channel_id: str
+    text: str
+    started_at: str
+    ended_at: str
+    message_count: int
+    method: str
+    created_at: str
+    source_ids: tuple[str, ...] = ()

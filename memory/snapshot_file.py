@@ -11,7 +11,7 @@ from typing import Any
 from memory.clock import Clock
 from memory.config import SnapshotConfig
 from memory.journal import Journal
-from memory.models import LORE_SUBJECT, Fact
+from memory.models import EPISODE_SUBJECT, LORE_SUBJECT, Fact
 from memory.snapshot import GuildLore, PersonFacts, render_snapshot, write_atomic
 from memory.store import facts as store
 from memory.store.db import Database
@@ -35,6 +35,8 @@ class SnapshotFile:
         people: dict[tuple[str, str], list[Fact]] = {}
         lore: dict[str, list[Fact]] = {}
         for f in facts:
+            if f.subject == EPISODE_SUBJECT:
+                continue  # channel episodes follow channel visibility; the file has none
             if f.subject == LORE_SUBJECT:
                 lore.setdefault(f.guild_id, []).append(f)
             else:

@@ -41,6 +41,7 @@ async def test_jobs_schedule_run_and_stop(make_memory: Any, tmp_path: Any) -> No
         "retention",
         "consent_expiry",
         "memory_upkeep",
+        "episodes",
     }  # re-index off
     assert str(found["journal_rollover"].trigger.timezone) == "Europe/Berlin"
     assert found["snapshot"].trigger.interval.total_seconds() == 300
@@ -49,11 +50,13 @@ async def test_jobs_schedule_run_and_stop(make_memory: Any, tmp_path: Any) -> No
     await found["snapshot"].func()
     await found["action_log_prune"].func()
     await found["memory_upkeep"].func()
+    await found["episodes"].func()
     assert jobs.runs == {
         "journal_rollover": 1,
         "snapshot": 1,
         "action_log_prune": 1,
         "memory_upkeep": 1,
+        "episodes": 1,
     }
     assert memory.snapshot_path.exists()
 

@@ -38,7 +38,7 @@ from datetime import datetime
 from memory.clock import Clock, iso
 from memory.config import RetrievalConfig
 from memory.embed.service import EmbeddingService
-from memory.models import LORE_SUBJECT, Hit, PromptSlice, SearchScope
+from memory.models import EPISODE_SUBJECT, LORE_SUBJECT, Hit, PromptSlice, SearchScope
 from memory.retrieval.context import Mode, RetrievalTuning, SearchContext
 from memory.retrieval.facts import FactSearch
 from memory.retrieval.filters import FactFilter
@@ -213,6 +213,19 @@ class Retriever:
             at,
             only,
         )
+        # Episodes of every channel the asker can see; the current one ranks first.
+        episodes = await self.facts.hits(
+            guild_id,
+            plan,
+            qv,
+            channel_id,
+            [EPISODE_SUBJECT],
+            ctx.cfg.slice_episodes,
+            "fallback",
+            visible_channels,
+            at,
+            only,
+        )
         messages: list[Hit] = []
         if query.strip():
             messages = await self.messages.hits(
@@ -230,4 +243,4 @@ class Retriever:
         # keeps the score order inside each group).
         messages.sort(key=lambda h: h.channel_id != channel_id)
         ctx.timings["slice_ms"] = (time.perf_counter() - started) * 1000
-        return PromptSlice(tuple(user_facts), tuple(relevant), tuple(messages))
+        return PromptSlice(tuple(user_facts), tuple(relevant), tuple(messages), tuple(episodes))

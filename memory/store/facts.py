@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memory.models import LORE_SUBJECT, Fact, HistoryEntry
+from memory.store.episode_sources import episodes_citing, queue_rebuild
 from memory.store.fact_time import message_time, observe
 from memory.store.messages import erase_messages
 from memory.store.reply_context import erase_refs, fact_refs
@@ -425,6 +426,10 @@ def forget_user(con: Any, guild_id: str, user_id: str, actor: str, now: str) -> 
                 [guild_id, LORE_SUBJECT, *chunk],
             )
         )
+    # Episodes quoting them go whole; the others' messages are summarised again.
+    for episode, sources in episodes_citing(con, guild_id, msg_ids).items():
+        queue_rebuild(con, guild_id, episode, sources - set(msg_ids), now)
+        fact_ids.append(episode)
     vectors = 0
     traces = 0
     for chunk in chunks(fact_ids):

@@ -5,7 +5,8 @@ A fact is held up by the messages it was observed in (``fact_sources``; a
 fact without any link counts its ``source_message_id`` as its one source).
 A message that goes away takes its support with it, and a fact left with no
 support is erased: its row, vectors, traces and the text of its history,
-with one ``retract`` history entry (no content) in their place.
+with one ``retract`` history entry (no content) in their place. An episode
+is erased when any of its messages goes (``memory.store.episode_sources``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from memory.store.episode_sources import episode_ids, queue_rebuild
 from memory.store.facts import add_history
 from memory.store.messages import erase_messages
 from memory.store.reply_context import erase_refs, fact_refs
@@ -139,18 +141,31 @@ def withdraw_support(
     actor: str,
     now: str,
     keep: Callable[[int], bool] | None = None,
+    *,
+    edited: bool = False,
 ) -> tuple[int, int, int]:
     """``message_ids`` stop supporting their facts; facts left with no support
     are retracted. ``keep(fact_id)`` true: the fact is still supported by the
-    message (an edit that still says it). Returns (retracted, kept, traces)."""
+    message (an edit that still says it). ``edited``: the messages stay, with
+    new text (their episodes are rewritten with them). Returns (retracted,
+    kept, traces)."""
     gone_ids = set(message_ids)
     retract: list[int] = []
     kept = 0
-    for fact_id, sources in supported_facts(con, guild_id, message_ids).items():
-        if keep is not None and keep(fact_id):
-            continue
+    found = supported_facts(con, guild_id, message_ids)
+    episodes = episode_ids(con, list(found))
+    for fact_id, sources in found.items():
         gone = sources & gone_ids
         rest = sources - gone_ids
+        if fact_id in episodes:
+            # A summary may carry the words of any of its messages: it goes
+            # whole, and what remains is summarised again (an edited message
+            # remains, with its new text).
+            queue_rebuild(con, guild_id, fact_id, sources if edited else rest, now)
+            retract.append(fact_id)
+            continue
+        if keep is not None and keep(fact_id):
+            continue
         if rest:
             _unlink(con, guild_id, fact_id, gone, rest)
             kept += 1
@@ -219,6 +234,7 @@ def edit_message(
         actor,
         now,
         keep=lambda fid: grounded(texts.get(fid, ""), content),
+        edited=True,
     )
     # A fact the new text still grounds keeps no quote of the old text; the
     # extraction of the new text quotes it again.

@@ -28,6 +28,7 @@ from memory.store.schema import (
     m011_consent_pins,
     m012_traces,
     m013_decision,
+    m014_episodes,
     m015_budgets,
 )
 
@@ -50,6 +51,7 @@ MIGRATIONS: list[Migration] = [
     ("m011_consent_pins", m011_consent_pins.apply),
     ("m012_traces", m012_traces.apply),
     ("m013_decision", m013_decision.apply),
+    ("m014_episodes", m014_episodes.apply),
     ("m015_budgets", m015_budgets.apply),
 ]
 
