@@ -160,7 +160,7 @@ def test_m015_dates_old_archives_and_keeps_archived_at_by_trigger(tmp_path: Path
             (GUILD, f"fact {n}", active, f"2025-01-0{n}"),
         )
     con.commit()
-    assert migrate(con) == ["m015_budgets"]
+    assert "m015_budgets" in migrate(con)
 
     def archived_at() -> list[Any]:
         rows = con.execute("SELECT archived_at FROM memory_facts ORDER BY id")
