@@ -12,16 +12,19 @@ only its own 30 messages (and the facts the rules extract from them).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from memory.embed.base import BUNDLED_MODELS
+from memory.embed.base import BUNDLED_MODELS, rescale_similarity, similarity_floor
 from memory.embed.e5 import E5_MODEL_ID, MultilingualE5Embedder
 from memory.embed.local import LOCAL_MODEL_ID
 from memory.errors import InvalidInput
+from memory.retrieval.vector_search import RescaledSearch
 from tests.helpers import GUILD, eventually, msg
 
 DATA = Path(__file__).resolve().parent / "data" / "multilingual_guilds.json"
@@ -132,3 +135,34 @@ async def test_queries_and_stored_texts_get_e5s_two_prefixes() -> None:
             await emb.embed("not a list")
     finally:
         await emb.aclose()
+
+
+class _FixedSearch:
+    """A vector search that answers fixed cosines (what e5 gives)."""
+
+    def nearest(self, con: Any, k: int) -> list[tuple[int, float]]:
+        return [(1, 0.86), (2, 0.72)][:k]
+
+    def start_nearest(self, con: Any, k: int) -> Future[list[tuple[int, float]]]:
+        fut: Future[list[tuple[int, float]]] = Future()
+        fut.set_result(self.nearest(con, k))
+        return fut
+
+    def similarities(self, con: Any, ids: Sequence[int]) -> dict[int, float]:
+        return {i: 0.79 for i in ids}
+
+    def split_id(self, min_rows: int) -> int | None:
+        return 7
+
+
+def test_e5_similarities_are_read_on_the_common_scale() -> None:
+    floor = similarity_floor(E5_MODEL_ID)
+    assert similarity_floor(LOCAL_MODEL_ID) == 0.0 and 0.5 < floor < 0.8
+    scaled = RescaledSearch(_FixedSearch(), floor)
+    expected = [(0.86 - floor) / (1 - floor), 0.0]
+    for found in (scaled.nearest(None, 2), scaled.start_nearest(None, 2).result()):
+        assert [i for i, _ in found] == [1, 2]
+        assert [s for _, s in found] == pytest.approx(expected)
+    assert scaled.similarities(None, [3]) == pytest.approx({3: (0.79 - floor) / (1 - floor)})
+    assert scaled.split_id(10) == 7
+    assert rescale_similarity(1.0, floor) == pytest.approx(1.0)
