@@ -161,8 +161,8 @@ class Settings(BaseModel):
     # -- embeddings -----------------------------------------------------------
     embedding_provider: Literal["local", "openai", "none"] = setting(
         "local",
-        "`local` (bundled MiniLM, offline), `openai` (the LLM endpoint), or `none` "
-        "(keyword search only).",
+        "`local` (bundled MiniLM, offline; a guild may choose the bundled multilingual e5), "
+        "`openai` (the LLM endpoint), or `none` (keyword search only).",
     )
     embedding_default_model: str | None = setting(
         None,

@@ -51,7 +51,8 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
         "text",
         None,
         "Embedding model for this guild (blank: DEFAULT_MEMORY_EMBEDDING_MODEL or provider "
-        "default). Changing it starts a re-index.",
+        "default; local:multilingual-e5-small-q4 for guilds that do not talk in English). "
+        "Changing it starts a re-index.",
     ),
     SettingSpec("excluded_channels", "ids", (), "Channel ids whose messages are never ingested."),
     SettingSpec("ingest_bots", "bool", True, "Ingest messages of other bots."),

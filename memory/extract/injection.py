@@ -40,6 +40,9 @@ rejects the text:
   passwd, passcode …), keys, tokens, credentials, one-time and recovery codes,
   seed phrases, "my pin", and text shaped like a key (``sk-…``, GitHub/Slack/
   AWS/Discord tokens, JWTs, bearer values, PEM headers, long hex).
+
+The same override phrases, output directives and secret words in German,
+Spanish, Russian and Japanese are in ``memory.extract.injection_i18n``.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from memory.extract.injection_i18n import ALWAYS_NEVER_I18N, OVERRIDE_I18N, SECRETS_I18N
 from memory.sensitive import SECRET_SHAPES, SECRET_WORDS
 from memory.text import fold_lookalikes, scrub, strip_invisible
 
@@ -146,13 +150,16 @@ _ALWAYS_NEVER = re.compile(
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("directive_markup", _DIRECTIVE),
     ("override_phrase", _OVERRIDE),
+    ("override_phrase", OVERRIDE_I18N),
     ("output_directive", _ALWAYS_NEVER),
+    ("output_directive", ALWAYS_NEVER_I18N),
     ("injection_word", _STRICT_WORDS),
     ("prompt_reference", _PROMPT),
     ("secret", SECRET_WORDS),
+    ("secret", SECRETS_I18N),
     ("secret_shape", SECRET_SHAPES),
 )
-RULE_NAMES = tuple(name for name, _ in _RULES)
+RULE_NAMES = tuple(dict.fromkeys(name for name, _ in _RULES))
 
 
 def instruction_reason(text: str) -> str | None:

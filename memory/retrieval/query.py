@@ -23,7 +23,7 @@ from datetime import UTC, date, datetime, timedelta
 from functools import cached_property
 
 from memory.retrieval.scoring import STOP_WORDS
-from memory.text import tokens
+from memory.text import is_no_space_token, tokens
 
 MAX_QUERY_CHARS = 2000
 MAX_MATCH_TERMS = 24
@@ -341,9 +341,16 @@ def fts_match_expression(query: str, *, prefixes: bool = False) -> str | None:
     With ``prefixes`` every term also matches words starting with its light
     stem (``"paint"*`` finds "painting" and "painted"): SQLite's unicode61
     tokenizer does not stem.
+
+    Spaceless scripts are indexed as character bigrams (``fts_index_text``)
+    and a query's runs become the same bigrams; a lone character ("猫") is
+    matched as the first half of a bigram.
     """
     parts: list[str] = []
     for t in content_terms(query)[:MAX_MATCH_TERMS]:
+        if len(t) == 1 and is_no_space_token(t):
+            parts.append(f'"{t}"*')
+            continue
         parts.append('"' + t.replace('"', '""') + '"')
         if prefixes:
             stem = light_stem(t)

@@ -26,7 +26,12 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from memory.embed.base import blob_to_vector, vector_to_blob
+from memory.embed.base import (
+    blob_to_vector,
+    rescale_similarity,
+    similarity_floor,
+    vector_to_blob,
+)
 from memory.retrieval.vector_index import GuildMatrix, VectorCacheConfig, VectorIndex
 from memory.store import vectors as store_vectors
 from memory.store.changes import VectorKind
@@ -60,6 +65,47 @@ class VectorSearch(Protocol):
         """An id that splits the partition into two halves of about the same
         size, if it has at least ``min_rows`` rows and its ids are at hand."""
         ...
+
+
+class RescaledSearch:
+    """Another search's similarities on the common scale: a model whose
+    cosines crowd near 1 (``memory.embed.base.similarity_floor``) reads like
+    one that gives unrelated texts 0. The order of ids is unchanged."""
+
+    def __init__(self, inner: VectorSearch, floor: float) -> None:
+        self.inner = inner
+        self.floor = floor
+
+    def _scale(self, found: Neighbours) -> Neighbours:
+        return [(i, rescale_similarity(s, self.floor)) for i, s in found]
+
+    def nearest(self, con: Any, k: int) -> Neighbours:
+        return self._scale(self.inner.nearest(con, k))
+
+    def start_nearest(self, con: Any, k: int) -> Future[Neighbours]:
+        inner = self.inner.start_nearest(con, k)
+        out: Future[Neighbours] = Future()
+
+        def done(f: Future[Neighbours]) -> None:
+            try:
+                out.set_result(self._scale(f.result()))
+            except BaseException as exc:  # handed on to whoever takes the result
+                out.set_exception(exc)
+
+        inner.add_done_callback(done)
+        return out
+
+    def similarities(self, con: Any, ids: Sequence[int]) -> dict[int, float]:
+        found = self.inner.similarities(con, ids)
+        return {i: rescale_similarity(s, self.floor) for i, s in found.items()}
+
+    def split_id(self, min_rows: int) -> int | None:
+        return self.inner.split_id(min_rows)
+
+
+def _on_common_scale(model: str, search: VectorSearch) -> VectorSearch:
+    floor = similarity_floor(model)
+    return RescaledSearch(search, floor) if floor else search
 
 
 def _done(fn: Callable[[], T]) -> Future[T]:
@@ -170,20 +216,23 @@ class Vectors:
         mat = self.index.get(kind, model, guild_id)
         if mat is None:
             self._ensure_loading(kind, model, guild_id)
-            return Vec0Search(kind, model, guild_id, query)
-        return MatrixSearch(
-            mat,
-            query,
-            submit=self._submit,
-            overlap_min_rows=self.overlap_min_rows,
-            compact_dead_fraction=self.cfg.compact_dead_fraction,
+            return _on_common_scale(model, Vec0Search(kind, model, guild_id, query))
+        return _on_common_scale(
+            model,
+            MatrixSearch(
+                mat,
+                query,
+                submit=self._submit,
+                overlap_min_rows=self.overlap_min_rows,
+                compact_dead_fraction=self.cfg.compact_dead_fraction,
+            ),
         )
 
     def stored(
         self, kind: VectorKind, model: str, guild_id: str, query: np.ndarray
     ) -> VectorSearch:
         """The slow path whatever the matrices hold, starting no load."""
-        return Vec0Search(kind, model, guild_id, query)
+        return _on_common_scale(model, Vec0Search(kind, model, guild_id, query))
 
     async def warm(self, model: str, guild_id: str) -> None:
         """Load the guild's matrices now (benchmarks; otherwise lazy)."""

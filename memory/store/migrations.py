@@ -30,6 +30,7 @@ from memory.store.schema import (
     m013_decision,
     m014_episodes,
     m015_budgets,
+    m017_multilingual_fts,
 )
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ MIGRATIONS: list[Migration] = [
     ("m013_decision", m013_decision.apply),
     ("m014_episodes", m014_episodes.apply),
     ("m015_budgets", m015_budgets.apply),
+    ("m017_multilingual_fts", m017_multilingual_fts.apply),
 ]
 
 

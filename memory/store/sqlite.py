@@ -16,6 +16,8 @@ from typing import Any
 import sqlean as driver
 import sqlite_vec
 
+from memory.text import fts_index_text
+
 Error = driver.Error
 OperationalError = driver.OperationalError
 IntegrityError = driver.IntegrityError
@@ -23,6 +25,8 @@ Row = driver.Row
 
 BUSY_TIMEOUT_MS = 10_000
 MIN_VERSION = (3, 35)  # RETURNING, and the FTS5 and JSON features the store uses
+# The SQL function the full-text index's triggers call on every text they index.
+FTS_TEXT_FUNCTION = "guildlore_fts_text"
 
 
 class Connection(driver.Connection):
@@ -40,6 +44,7 @@ def prepare_connection(con: Any, *, read_only: bool = False) -> None:
     finally:
         con.enable_load_extension(False)
     con.row_factory = driver.Row
+    con.create_function(FTS_TEXT_FUNCTION, 1, fts_index_text, deterministic=True)
     con.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     con.execute("PRAGMA foreign_keys = ON")
     if not read_only:
