@@ -5,6 +5,8 @@ later restatement of the same thing goes first (``memory.retrieval.newer_first``
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,10 +25,20 @@ from memory.retrieval.scoring import (
     recency_score,
     statement_share,
 )
+from memory.retrieval.shared_part import SharedPart
 from memory.retrieval.vector_search import VectorSearch
 from memory.store import messages as store_messages
 from memory.store.fact_time import superseded_sources
 from memory.store.search import adjacent_seqs
+
+log = logging.getLogger(__name__)
+
+# A guild with at least this many message vectors has its FTS query split in
+# two seq ranges run on two reader threads (``MessageSearch._split_fts``).
+FTS_SPLIT_MIN_ROWS = 20_000
+# (first seq of the upper range, that range's FTS answer)
+_UpperFts = tuple[int, SharedPart]
+_FtsRow = tuple[int, StoredMessage, float]
 
 
 @dataclass
@@ -63,9 +75,28 @@ class _Skip:
         )
 
 
+def _offer_failed(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("FTS range offer failed (the search ran it itself): %s", task.exception())
+
+
+def _merge_fts(parts: Sequence[Sequence[_FtsRow]], limit: int) -> list[_FtsRow]:
+    """The best ``limit`` of FTS answers over disjoint seq ranges, by rank then
+    seq: the order the whole query gives."""
+    merged = [row for part in parts for row in part]
+    merged.sort(key=lambda r: (r[2], r[0]))
+    return merged[:limit]
+
+
 class MessageSearch:
     def __init__(self, ctx: SearchContext) -> None:
         self.ctx = ctx
+        self._offers: set[asyncio.Future[None]] = set()  # see _split_fts
+
+    @property
+    def offers_pending(self) -> int:
+        """Upper FTS ranges offered to a second reader and not finished yet."""
+        return len(self._offers)
 
     async def hits(
         self,
@@ -84,13 +115,14 @@ class MessageSearch:
         started = time.perf_counter()
         vs = ctx.vector_search("messages", qv, guild_id)
         skip = _Skip(frozenset(exclude), visible, until)
-        got = await ctx.db.read(self._gather, guild_id, plan, vs, skip)
+        upper = self._split_fts(guild_id, plan, vs)
+        got = await ctx.db.read(self._gather, guild_id, plan, vs, skip, upper)
         if got.missing and qv is not None:
             n = await ctx.embeddings.embed_messages_by_id(
                 guild_id, got.missing[: ctx.cfg.backfill_per_query]
             )
-            if n:
-                got = await ctx.db.read(self._gather, guild_id, plan, vs, skip)
+            if n:  # gathered again; an offered upper FTS range is reused
+                got = await ctx.db.read(self._gather, guild_id, plan, vs, skip, upper)
         ranked = self._rank(plan, got.cands, channel_id, qv is not None, mode, limit)
         hits = newer_first(
             [message_hit(c.msg, parts) for c, parts in ranked], plan.content, ctx.tuning.newer_first
@@ -105,19 +137,26 @@ class MessageSearch:
         plan: QueryPlan,
         vs: VectorSearch | None,
         skip: _Skip,
+        upper: _UpperFts | None = None,
     ) -> _MessageGather:
         k = self.ctx.tuning.message_candidates
         sem: dict[int, float] = {}
         bm: dict[int, float] = {}
         msgs: dict[int, StoredMessage] = {}
-        if vs is not None:
-            sem.update(vs.nearest(con, k))
-        if plan.message_match:
-            for seq, m, raw in store_messages.search_messages_fts(
-                con, guild_id, plan.message_match, k
-            ):
+        knn = vs.start_nearest(con, k) if vs is not None else None  # beside the FTS query
+        match = plan.message_match
+        if match:
+            if upper is None:
+                found = store_messages.search_messages_fts(con, guild_id, match, k)
+            else:
+                split, part = upper
+                lower = store_messages.search_messages_fts(con, guild_id, match, k, None, split)
+                found = _merge_fts([lower, part.result(con)], k)
+            for seq, m, raw in found:
                 msgs[seq] = m
                 bm[seq] = raw
+        if knn is not None:
+            sem.update(knn.result())
         unknown = [s for s in sem if s not in msgs]
         msgs.update(store_messages.messages_by_seq(con, guild_id, unknown))
         cands = [
@@ -143,6 +182,35 @@ class MessageSearch:
             for c in cands:
                 c.superseded = c.msg.id in past
         return _MessageGather(cands, missing)
+
+    def _split_fts(
+        self, guild_id: str, plan: QueryPlan, vs: VectorSearch | None
+    ) -> _UpperFts | None:
+        """For a big guild, the upper seq range of the FTS query, offered to a
+        second reader thread now; None to run the query whole.
+
+        In a guild of long messages the FTS query is most of a search: FTS5
+        computes bm25 for every match (common words match a good share of
+        the guild). Both ranges use the whole table's statistics, so their
+        merged best ``message_candidates`` are exactly the whole query's; with
+        a second core free the two ranges (and the KNN product beside them)
+        run at once.
+        """
+        match = plan.message_match
+        if vs is None or not match:
+            return None
+        split = vs.split_id(FTS_SPLIT_MIN_ROWS)
+        if split is None:
+            return None
+        k = self.ctx.tuning.message_candidates
+        part = SharedPart(store_messages.search_messages_fts, guild_id, match, k, split, None)
+        task = asyncio.ensure_future(self.ctx.db.read(part.offer))
+        # Nobody awaits the offer (the gather takes the part over if no reader
+        # is free); keep it referenced and its outcome retrieved.
+        self._offers.add(task)
+        task.add_done_callback(self._offers.discard)
+        task.add_done_callback(_offer_failed)
+        return split, part
 
     def _fill_similarities(self, con: Any, cands: Sequence[_MsgCand], vs: VectorSearch) -> None:
         need = [c for c in cands if c.semantic is None]
@@ -249,7 +317,8 @@ class MessageSearch:
         def quick(c: _MsgCand, bm: float) -> float:
             # The order before lexical and explanation: the same sum as
             # fuse_message, without building parts for every candidate.
-            created = parse_time(c.msg.created_at) if w.date or w.recency else None
+            # Without a date in the query only recency reads the time.
+            created = parse_time(c.msg.created_at) if (w.date and plan.dates) or w.recency else None
             rec = 0.0
             if w.recency and created is not None:
                 rec = recency_score(max(0.0, (now - created).total_seconds() / 86400), half_days)

@@ -168,16 +168,16 @@ class MessageWeights:
         return min(1.0, max(0.0, total))
 
 
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+_SENTENCE = re.compile(r"([^.!?\n]+)([.!?]*)")  # a sentence and its end marks
+_ALNUM = re.compile(r"[^\W_]")  # what str.isalnum accepts
 
 
 def statement_share(text: str) -> float:
-    """The share of ``text``'s sentences that do not end with "?" (1 if none do)."""
-    sentences = [s.strip() for s in _SENTENCE.findall(text or "") if any(ch.isalnum() for ch in s)]
-    if not sentences:
-        return 1.0
-    asks = sum(1 for s in sentences if s.endswith("?"))
-    return 1.0 - asks / len(sentences)
+    """The share of ``text``'s sentences (with a letter or digit) that do not end with "?"."""
+    if "?" not in (text or ""):
+        return 1.0  # nothing asks: long messages skip the regexes
+    ends = [end for body, end in _SENTENCE.findall(text) if _ALNUM.search(body)]
+    return 1.0 - sum(e.endswith("?") for e in ends) / len(ends) if ends else 1.0
 
 
 DEFAULT_MESSAGE_WEIGHTS = MessageWeights()

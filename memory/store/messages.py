@@ -13,7 +13,7 @@ from typing import Any
 
 from memory.models import FailedMessage, IncomingMessage, StoredMessage
 from memory.store.reply_context import erase_refs, message_refs
-from memory.store.sql import chunks, marks, prefixed, rows_in
+from memory.store.sql import IN_CHUNK, chunks, marks, rows_in
 from memory.store.vectors import delete_message_vectors_index
 
 MESSAGE_COLUMNS = (
@@ -307,23 +307,65 @@ def get_message(con: Any, guild_id: str, message_id: str) -> StoredMessage | Non
 
 
 def messages_by_seq(con: Any, guild_id: str, seqs: Sequence[int]) -> dict[int, StoredMessage]:
-    sql = f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE guild_id = ? AND seq IN ({{in}})"
+    """This guild's messages among ``seqs``, by primary key. Without ``+`` SQLite
+    (no ANALYZE statistics) answers a long ``IN`` list by walking the guild's
+    whole ``messages_guild_author`` index: a cost that grows with the guild
+    rather than with the seqs asked for."""
+    sql = f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE +guild_id = ? AND seq IN ({{in}})"
     return {
         int(r["seq"]): row_to_message(r) for r in rows_in(con, sql, list(seqs), before=[guild_id])
     }
 
 
 def search_messages_fts(
-    con: Any, guild_id: str, match: str, limit: int
+    con: Any, guild_id: str, match: str, limit: int, lo: int | None = None, hi: int | None = None
 ) -> list[tuple[int, StoredMessage, float]]:
-    """(seq, message, raw bm25) — bm25 is negative; lower is better."""
-    rows = con.execute(
-        f"SELECT m.seq AS seq, {prefixed(MESSAGE_COLUMNS, 'm')}, bm25(messages_fts) AS rank "
-        "FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid "
-        "WHERE messages_fts MATCH ? AND m.guild_id = ? ORDER BY rank LIMIT ?",
-        (match, guild_id, limit),
-    ).fetchall()
-    return [(int(r["seq"]), row_to_message(r), float(r["rank"])) for r in rows]
+    """(seq, message, raw bm25) of the guild's ``limit`` best FTS matches, best
+    first (bm25 is negative; lower is better; equal ranks by seq), optionally
+    only seqs in ``[lo, hi)``: the answers of disjoint ranges merged by
+    (rank, seq) are exactly the whole query's.
+
+    ``messages_fts`` holds every guild's messages. A query whose common words
+    match tens of thousands of long messages spends most of its time joining
+    every match to its row to test the guild, so the matches are ranked on
+    the FTS index alone and the guild is tested only for the best of them,
+    batch by batch in rank order, until ``limit`` belong to the guild. That is
+    exactly the best ``limit`` of the guild's own matches: bm25 uses the whole
+    table's statistics either way.
+    """
+    found: list[tuple[int, StoredMessage, float]] = []
+    if limit <= 0:
+        return found
+    where = "messages_fts MATCH ?"
+    args: list[Any] = [match]
+    if lo is not None:
+        where += " AND rowid >= ?"
+        args.append(lo)
+    if hi is not None:
+        where += " AND rowid < ?"
+        args.append(hi)
+    cur = con.execute(
+        f"SELECT rowid, bm25(messages_fts) AS rank FROM messages_fts WHERE {where} "
+        "ORDER BY rank, rowid",
+        args,
+    )
+    try:
+        size = limit
+        while len(found) < limit:
+            batch = cur.fetchmany(size)
+            if not batch:
+                break
+            rows = messages_by_seq(con, guild_id, [int(r[0]) for r in batch])
+            for r in batch:
+                m = rows.get(int(r[0]))
+                if m is not None:
+                    found.append((int(r[0]), m, float(r[1])))
+                    if len(found) == limit:
+                        break
+            size = min(size * 2, 4 * IN_CHUNK)
+    finally:
+        cur.close()
+    return found
 
 
 def erase_messages(con: Any, guild_id: str, ids: Sequence[str], seqs: Sequence[int]) -> int:
