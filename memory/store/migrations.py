@@ -28,6 +28,7 @@ from memory.store.schema import (
     m011_consent_pins,
     m012_traces,
     m013_decision,
+    m016_relations_consolidation,
 )
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ MIGRATIONS: list[Migration] = [
     ("m011_consent_pins", m011_consent_pins.apply),
     ("m012_traces", m012_traces.apply),
     ("m013_decision", m013_decision.apply),
+    ("m016_relations_consolidation", m016_relations_consolidation.apply),
 ]
 
 
