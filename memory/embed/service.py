@@ -44,6 +44,7 @@ from memory.store import facts as store_facts
 from memory.store import pending_vectors
 from memory.store import vectors as store_vectors
 from memory.store.db import Database
+from memory.store.relations import put_and_relate
 
 log = logging.getLogger(__name__)
 
@@ -314,7 +315,7 @@ class EmbeddingService:
         now = iso(self.clock())
         written = sum(
             await self.db.write_each(
-                lambda con, chunk: store_vectors.put_fact_vectors(con, model, emb.dims, chunk, now),
+                lambda con, chunk: put_and_relate(con, model, emb.dims, chunk, now),
                 _chunked(rows),
             )
         )
