@@ -11,6 +11,8 @@
   database, so a restart loses none);
 * consent expiry every 15 minutes: sensitive facts a member left unanswered
   for 7 days are dropped (``Memory.consent.expire``);
+* consolidation once a day (04:00 in the configured time zone): one
+  bounded run per guild (``Memory.consolidation``);
 * the daily journal roll-over check, just after midnight in the configured
   time zone: the journal folder must still be writable, and MEMORY.md is
   regenerated so its highlights and source list move to the new day.
@@ -109,6 +111,13 @@ class Jobs:
             **common,
         )
         sched.add_job(
+            self._wrap("consolidation", self.consolidate),
+            CronTrigger(hour=4, minute=0, timezone=self.timezone),
+            id="consolidation",
+            name="daily consolidation",
+            **common,
+        )
+        sched.add_job(
             self._wrap("journal_rollover", self.journal_rollover),
             CronTrigger(hour=0, minute=0, second=30, timezone=self.timezone),
             id="journal_rollover",
@@ -181,6 +190,17 @@ class Jobs:
                 len(done.purged),
                 done.cancelled,
             )
+
+    async def consolidate(self) -> None:
+        for done in await self.memory.consolidation.run_all():
+            applied = done.report.get("applied", [])
+            if applied:
+                log.info(
+                    "consolidation of guild %s (run %d): %d changes",
+                    done.guild_id,
+                    done.run_id,
+                    len(applied),
+                )
 
     async def expire_consent(self) -> None:
         await self.memory.consent.expire()

@@ -50,6 +50,7 @@ from memory.models import (
 from memory.retrieval.filters import FactFilter, consumer_filter
 from memory.roles.admin import AdminOps, SearchStats
 from memory.roles.consent import ConsentOps
+from memory.roles.consolidation import Consolidation
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
@@ -128,6 +129,7 @@ class Memory:
         self.facts = FactOps(self.db, self.embeddings, self.snapshot, clock)
         self.members = MemberData(self.db, self.facts, self.compactor, clock)
         self.traces = TraceOps(self.db, clock)
+        self.consolidation = Consolidation(self.db, clock, self.snapshot.request)
         self.procedures = ProcedureOps(self.db, clock)
         self.consent = ConsentOps(
             self.db, self.embeddings, self.snapshot, config.ingest, clock, gate.stats

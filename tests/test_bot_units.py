@@ -40,6 +40,7 @@ async def test_jobs_schedule_run_and_stop(make_memory: Any, tmp_path: Any) -> No
         "action_log_prune",
         "retention",
         "consent_expiry",
+        "consolidation",
     }  # re-index off
     assert str(found["journal_rollover"].trigger.timezone) == "Europe/Berlin"
     assert found["snapshot"].trigger.interval.total_seconds() == 300

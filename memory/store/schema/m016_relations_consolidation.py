@@ -17,7 +17,9 @@ def apply(con: Any) -> None:
     # Relations are undirected edges stored once (a_id < b_id); they go with
     # either fact when it is deleted. A consolidation run keeps the prior
     # image of every row it changed (consolidation_undo) so an undo restores
-    # exactly that; fingerprints skip a checked pair for 14 days.
+    # exactly that; a deleted fact's prior images go with it (they hold its
+    # text), which leaves that run's undo refused. Fingerprints skip a checked
+    # pair for 14 days.
     con.executescript(
         """
         CREATE TABLE guild_revisions (
@@ -75,6 +77,10 @@ def apply(con: Any) -> None:
             before TEXT,
             PRIMARY KEY (run_id, seq)
         );
+        CREATE INDEX consolidation_undo_row ON consolidation_undo (table_name, row_key);
+        CREATE TRIGGER consolidation_undo_fact_deleted AFTER DELETE ON memory_facts BEGIN
+            DELETE FROM consolidation_undo WHERE table_name = 'memory_facts' AND row_key = CAST(OLD.id AS TEXT);
+        END;
         CREATE TABLE consolidation_fingerprints (
             guild_id TEXT NOT NULL,
             fingerprint TEXT NOT NULL,

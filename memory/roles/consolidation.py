@@ -1,0 +1,151 @@
+"""Daily consolidation of a guild's facts (``Memory.consolidation``).
+
+Bounded: the candidate pool is the current facts changed in the last 72
+hours and the most retrieved ones (at most ``MAX_POOL``); their pairs with
+the same subject's current facts are prefiltered, pairs checked in the last
+14 days (by fingerprint) are skipped, and at most ``MAX_PAIRS`` are checked
+a run. A pair's verdict is a merge or a supersede through the write
+decision's rules (``memory.consolidation_check``), applied with a history
+row and its reason. A dry run writes its report and changes nothing; a run
+can be undone by its id, which puts back exactly the rows it changed."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from memory.clock import Clock, iso
+from memory.consolidation_check import offline_verdict, pairs_of
+from memory.store import consolidation as store
+from memory.store.db import Database
+from memory.store.facts import guilds_with_active_facts
+
+log = logging.getLogger(__name__)
+
+MAX_POOL = 500
+MAX_PAIRS = 200
+OFTEN_RETRIEVED = 50
+RECENT_HOURS = 72
+
+
+@dataclass(frozen=True)
+class ConsolidationReport:
+    run_id: int
+    guild_id: str
+    dry_run: bool
+    report: dict[str, Any]
+
+
+class Consolidation:
+    def __init__(
+        self, db: Database, clock: Clock, on_changed: Callable[[], None] | None = None
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._on_changed = on_changed
+
+    async def run(
+        self, guild_id: str, *, dry_run: bool = False, actor: str = "consolidation"
+    ) -> ConsolidationReport:
+        """One run over ``guild_id``; its report (also kept with the run)."""
+        now = self._clock()
+        since = iso(now - timedelta(hours=RECENT_HOURS))
+        fresh_since = iso(now - timedelta(days=store.FINGERPRINT_DAYS))
+        pool, partners, fresh = await self._db.read(self._gather, guild_id, since, fresh_since)
+        pairs = pairs_of(pool, partners)
+        checked: list[tuple[str, str]] = []
+        actions: list[store.Action] = []
+        skipped = 0
+        for a, b in pairs:
+            fp = store.fingerprint(a, b)
+            if fp in fresh:
+                skipped += 1
+                continue
+            if len(checked) >= MAX_PAIRS:
+                break
+            verdict = offline_verdict(a, b)
+            checked.append((fp, verdict.kind if verdict else "different"))
+            if verdict is not None:
+                actions.append(verdict)
+        report: dict[str, Any] = {
+            "mode": "offline",
+            "candidates": len(pool),
+            "pairs": len(pairs),
+            "checked": len(checked),
+            "skipped_recent": skipped,
+            "llm_calls": 0,
+            "proposed": [x.as_dict() for x in actions],
+        }
+        run_id, report = await self._db.write(
+            self._write, guild_id, actions, checked, report, dry_run, iso(now), fresh_since, actor
+        )
+        if report.get("applied") and self._on_changed is not None:
+            self._on_changed()
+        log.info(
+            "consolidation run %d of guild %s: %d pairs checked, %d changes%s",
+            run_id,
+            guild_id,
+            len(checked),
+            len(report.get("applied", [])),
+            " (dry run)" if dry_run else "",
+        )
+        return ConsolidationReport(run_id, guild_id, dry_run, report)
+
+    async def run_all(self, *, dry_run: bool = False) -> list[ConsolidationReport]:
+        """The daily job: one run per guild that has active facts."""
+        out = []
+        for guild_id in await self._db.read(guilds_with_active_facts):
+            out.append(await self.run(guild_id, dry_run=dry_run))
+        return out
+
+    async def undo(self, guild_id: str, run_id: int, *, actor: str = "operator") -> list[int]:
+        """Undo run ``run_id``: the facts it changed are as they were before it
+        (InvalidInput when it cannot be undone). The facts restored."""
+        restored: list[int] = await self._db.write(
+            store.undo_run, guild_id, run_id, actor, iso(self._clock())
+        )
+        if restored and self._on_changed is not None:
+            self._on_changed()
+        return restored
+
+    async def runs(self, guild_id: str, limit: int = 50) -> list[store.RunRecord]:
+        return list(await self._db.read(store.list_runs, guild_id, limit))
+
+    async def get(self, guild_id: str, run_id: int) -> store.RunRecord | None:
+        result: store.RunRecord | None = await self._db.read(store.get_run, guild_id, run_id)
+        return result
+
+    # -- transactions ------------------------------------------------------------------------
+    @staticmethod
+    def _gather(
+        con: Any, guild_id: str, since: str, fresh_since: str
+    ) -> tuple[list[store.PoolFact], dict[str, list[store.PoolFact]], set[str]]:
+        pool = store.candidate_pool(con, guild_id, since, MAX_POOL, OFTEN_RETRIEVED)
+        partners = store.subject_facts(con, guild_id, sorted({f.subject for f in pool}))
+        return pool, partners, store.fresh_fingerprints(con, guild_id, fresh_since)
+
+    @staticmethod
+    def _write(
+        con: Any,
+        guild_id: str,
+        actions: list[store.Action],
+        checked: list[tuple[str, str]],
+        report: dict[str, Any],
+        dry_run: bool,
+        now: str,
+        fresh_since: str,
+        actor: str,
+    ) -> tuple[int, dict[str, Any]]:
+        run_id = store.start_run(con, guild_id, str(report["mode"]), dry_run, now)
+        report = {**report, "run_id": run_id, "dry_run": dry_run}
+        if not dry_run:
+            writer = store.RunWriter(con, guild_id, run_id, now, actor)
+            applied = [a.as_dict() for a in actions if writer.apply(a)]
+            report["applied"] = applied
+            report["after"] = writer.after_images()
+            store.save_fingerprints(con, guild_id, checked, now, fresh_since)
+        store.finish_run(con, run_id, report)
+        return run_id, report
