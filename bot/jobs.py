@@ -38,7 +38,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from memory import Memory, RetentionTimer
+from memory import Memory, PairChecker, RetentionTimer
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,9 @@ class Jobs:
         # Set by the runtime once the bot exists: is a timer's member (or the
         # bot) still away from the guild? None: no one to ask.
         self.still_away: Callable[[RetentionTimer], Awaitable[bool]] | None = None
+        # Set by the runtime when an LLM is configured: consolidation asks it
+        # about the pairs offline rules cannot judge.
+        self.pair_checker: PairChecker | None = None
         self.scheduler: AsyncIOScheduler | None = None
         self._running: set[asyncio.Task[Any]] = set()
         self.runs: dict[str, int] = {}
@@ -192,7 +195,7 @@ class Jobs:
             )
 
     async def consolidate(self) -> None:
-        for done in await self.memory.consolidation.run_all():
+        for done in await self.memory.consolidation.run_all(checker=self.pair_checker):
             applied = done.report.get("applied", [])
             if applied:
                 log.info(

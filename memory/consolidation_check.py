@@ -11,7 +11,7 @@ supersedes the older one. Everything else is left as it is."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from memory.ingest.decision import CurrentFact, decide, slot_of
 from memory.store.consolidation import Action, PoolFact
@@ -55,15 +55,18 @@ def offline_verdict(a: PoolFact, b: PoolFact) -> Action | None:
 
 
 def pairs_of(
-    pool: Sequence[PoolFact], partners: dict[str, list[PoolFact]]
+    pool: Sequence[PoolFact],
+    partners: dict[str, list[PoolFact]],
+    keep: Callable[[PoolFact, PoolFact], bool] = may_pair,
 ) -> list[tuple[PoolFact, PoolFact]]:
-    """Each prefiltered pair once (candidate first), candidates in pool order."""
+    """Each pair that ``keep`` lets through once (candidate first), candidates
+    in pool order; only facts of the same subject pair."""
     seen: set[tuple[int, int]] = set()
     out: list[tuple[PoolFact, PoolFact]] = []
     for c in pool:
         for other in partners.get(c.subject, []):
             key = (min(c.id, other.id), max(c.id, other.id))
-            if key in seen or not may_pair(c, other):
+            if key in seen or c.id == other.id or not keep(c, other):
                 continue
             seen.add(key)
             out.append((c, other))

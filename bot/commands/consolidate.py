@@ -1,5 +1,6 @@
 """``guildlore consolidate [--guild GUILD_ID] [--dry-run] [--undo RUN_ID]``:
-run the daily consolidation now, preview it, or undo a run.
+run the daily consolidation now, preview it, or undo a run. With an LLM
+configured, it judges the pairs offline rules cannot.
 
 Without ``--guild`` every guild with active facts gets a run. ``--dry-run``
 writes the report of what a run would change and changes nothing.
@@ -53,8 +54,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, settings: Any, guild: str | None) -> int:
-    from memory import InvalidInput
+    from memory import ChatModel, InvalidInput, PairChecker
 
+    llm = settings.llm_config()
+    checker = PairChecker.from_chat(ChatModel.from_config(llm)) if llm.enabled else None
     async with open_memory(settings, ingest=False) as memory:
         if args.undo is not None:
             assert guild is not None
@@ -65,9 +68,9 @@ async def _main(args: argparse.Namespace, settings: Any, guild: str | None) -> i
             print(f"Run {args.undo} undone: {len(restored)} facts restored.")
             return 0
         if guild is None:
-            reports = await memory.consolidation.run_all(dry_run=args.dry_run)
+            reports = await memory.consolidation.run_all(dry_run=args.dry_run, checker=checker)
         else:
-            reports = [await memory.consolidation.run(guild, dry_run=args.dry_run)]
+            reports = [await memory.consolidation.run(guild, dry_run=args.dry_run, checker=checker)]
     if args.json:
         print(json.dumps([r.report | {"guild_id": r.guild_id} for r in reports], indent=2))
         return 0

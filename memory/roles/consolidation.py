@@ -12,13 +12,15 @@ can be undone by its id, which puts back exactly the rows it changed."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from memory.clock import Clock, iso
 from memory.consolidation_check import offline_verdict, pairs_of
+from memory.consolidation_llm import BATCH, PairChecker, in_band
+from memory.errors import LLMError
 from memory.store import consolidation as store
 from memory.store.db import Database
 from memory.store.facts import guilds_with_active_facts
@@ -39,6 +41,51 @@ class ConsolidationReport:
     report: dict[str, Any]
 
 
+class _Tally:
+    """One run's pair checks: the bound, the fingerprints skipped, the verdicts."""
+
+    def __init__(self, fresh: set[str]) -> None:
+        self.fresh = fresh
+        self.checked: list[tuple[str, str]] = []
+        self.actions: list[store.Action] = []
+        self.skipped = self.calls = self.errors = 0
+        self._asked = 0
+
+    def take(
+        self, pairs: list[tuple[store.PoolFact, store.PoolFact]]
+    ) -> Iterator[tuple[store.PoolFact, store.PoolFact]]:
+        """The pairs to check: not checked in the last 14 days, within the bound."""
+        for a, b in pairs:
+            if store.fingerprint(a, b) in self.fresh:
+                self.skipped += 1
+                continue
+            if len(self.checked) + self._asked >= MAX_PAIRS:
+                return
+            self._asked += 1
+            yield a, b
+
+    def judged(self, a: store.PoolFact, b: store.PoolFact, verdict: store.Action | None) -> None:
+        self._asked -= 1
+        self.checked.append((store.fingerprint(a, b), verdict.kind if verdict else "different"))
+        if verdict is not None:
+            self.actions.append(verdict)
+
+    async def ask(
+        self, checker: PairChecker, batch: list[tuple[store.PoolFact, store.PoolFact]]
+    ) -> None:
+        self.calls += 1
+        try:
+            verdicts = await checker.check(batch)
+        except LLMError as exc:
+            # Not fingerprinted: the next run asks again.
+            log.warning("consolidation pair check failed: %s", exc)
+            self.errors += 1
+            self._asked -= len(batch)
+            return
+        for (a, b), verdict in zip(batch, verdicts, strict=True):
+            self.judged(a, b, verdict)
+
+
 class Consolidation:
     def __init__(
         self, db: Database, clock: Clock, on_changed: Callable[[], None] | None = None
@@ -48,39 +95,60 @@ class Consolidation:
         self._on_changed = on_changed
 
     async def run(
-        self, guild_id: str, *, dry_run: bool = False, actor: str = "consolidation"
+        self,
+        guild_id: str,
+        *,
+        dry_run: bool = False,
+        actor: str = "consolidation",
+        checker: PairChecker | None = None,
     ) -> ConsolidationReport:
-        """One run over ``guild_id``; its report (also kept with the run)."""
+        """One run over ``guild_id``; its report (also kept with the run).
+        ``checker``: the LLM that judges the pairs offline rules cannot."""
         now = self._clock()
         since = iso(now - timedelta(hours=RECENT_HOURS))
         fresh_since = iso(now - timedelta(days=store.FINGERPRINT_DAYS))
-        pool, partners, fresh = await self._db.read(self._gather, guild_id, since, fresh_since)
-        pairs = pairs_of(pool, partners)
-        checked: list[tuple[str, str]] = []
-        actions: list[store.Action] = []
-        skipped = 0
-        for a, b in pairs:
-            fp = store.fingerprint(a, b)
-            if fp in fresh:
-                skipped += 1
-                continue
-            if len(checked) >= MAX_PAIRS:
-                break
-            verdict = offline_verdict(a, b)
-            checked.append((fp, verdict.kind if verdict else "different"))
-            if verdict is not None:
-                actions.append(verdict)
+        pool, partners, fresh, vectors = await self._db.read(
+            self._gather, guild_id, since, fresh_since, checker is not None
+        )
+        sure = pairs_of(pool, partners)
+        taken = {(min(a.id, b.id), max(a.id, b.id)) for a, b in sure}
+        unsure = pairs_of(
+            pool,
+            partners,
+            lambda a, b: (min(a.id, b.id), max(a.id, b.id)) not in taken and in_band(a, b, vectors),
+        )
+        tally = _Tally(fresh)
+        for a, b in tally.take(sure):
+            tally.judged(a, b, offline_verdict(a, b))
+        if checker is not None:
+            batch: list[tuple[store.PoolFact, store.PoolFact]] = []
+            for pair in tally.take(unsure):
+                batch.append(pair)
+                if len(batch) == BATCH:
+                    await tally.ask(checker, batch)
+                    batch = []
+            if batch:
+                await tally.ask(checker, batch)
         report: dict[str, Any] = {
-            "mode": "offline",
+            "mode": "llm" if checker is not None else "offline",
             "candidates": len(pool),
-            "pairs": len(pairs),
-            "checked": len(checked),
-            "skipped_recent": skipped,
-            "llm_calls": 0,
-            "proposed": [x.as_dict() for x in actions],
+            "pairs": len(sure) + (len(unsure) if checker is not None else 0),
+            "checked": len(tally.checked),
+            "skipped_recent": tally.skipped,
+            "llm_calls": tally.calls,
+            "llm_errors": tally.errors,
+            "proposed": [x.as_dict() for x in tally.actions],
         }
         run_id, report = await self._db.write(
-            self._write, guild_id, actions, checked, report, dry_run, iso(now), fresh_since, actor
+            self._write,
+            guild_id,
+            tally.actions,
+            tally.checked,
+            report,
+            dry_run,
+            iso(now),
+            fresh_since,
+            actor,
         )
         if report.get("applied") and self._on_changed is not None:
             self._on_changed()
@@ -88,17 +156,19 @@ class Consolidation:
             "consolidation run %d of guild %s: %d pairs checked, %d changes%s",
             run_id,
             guild_id,
-            len(checked),
+            len(tally.checked),
             len(report.get("applied", [])),
             " (dry run)" if dry_run else "",
         )
         return ConsolidationReport(run_id, guild_id, dry_run, report)
 
-    async def run_all(self, *, dry_run: bool = False) -> list[ConsolidationReport]:
+    async def run_all(
+        self, *, dry_run: bool = False, checker: PairChecker | None = None
+    ) -> list[ConsolidationReport]:
         """The daily job: one run per guild that has active facts."""
         out = []
         for guild_id in await self._db.read(guilds_with_active_facts):
-            out.append(await self.run(guild_id, dry_run=dry_run))
+            out.append(await self.run(guild_id, dry_run=dry_run, checker=checker))
         return out
 
     async def undo(self, guild_id: str, run_id: int, *, actor: str = "operator") -> list[int]:
@@ -121,11 +191,13 @@ class Consolidation:
     # -- transactions ------------------------------------------------------------------------
     @staticmethod
     def _gather(
-        con: Any, guild_id: str, since: str, fresh_since: str
-    ) -> tuple[list[store.PoolFact], dict[str, list[store.PoolFact]], set[str]]:
+        con: Any, guild_id: str, since: str, fresh_since: str, with_vectors: bool
+    ) -> tuple[list[store.PoolFact], dict[str, list[store.PoolFact]], set[str], dict[int, bytes]]:
         pool = store.candidate_pool(con, guild_id, since, MAX_POOL, OFTEN_RETRIEVED)
         partners = store.subject_facts(con, guild_id, sorted({f.subject for f in pool}))
-        return pool, partners, store.fresh_fingerprints(con, guild_id, fresh_since)
+        ids = sorted({f.id for f in pool} | {f.id for fs in partners.values() for f in fs})
+        vectors = store.pair_vectors(con, guild_id, ids) if with_vectors else {}
+        return pool, partners, store.fresh_fingerprints(con, guild_id, fresh_since), vectors
 
     @staticmethod
     def _write(

@@ -112,6 +112,29 @@ def subject_facts(con: Any, guild_id: str, subjects: Sequence[str]) -> dict[str,
     return out
 
 
+def pair_vectors(con: Any, guild_id: str, ids: Sequence[int]) -> dict[int, bytes]:
+    """The facts' stored vectors of the model most of them have (one model,
+    so that every cosine compares like with like)."""
+    if not ids:
+        return {}
+    held = ",".join("?" * len(ids))
+    top = con.execute(
+        f"SELECT model FROM memory_fact_vectors WHERE guild_id = ? AND fact_id IN ({held}) "
+        "GROUP BY model ORDER BY count(*) DESC LIMIT 1",
+        [guild_id, *ids],
+    ).fetchone()
+    if top is None:
+        return {}
+    return {
+        int(r[0]): bytes(r[1])
+        for r in con.execute(
+            f"SELECT fact_id, embedding FROM memory_fact_vectors WHERE model = ? "
+            f"AND fact_id IN ({held})",
+            [top[0], *ids],
+        )
+    }
+
+
 def fingerprint(a: PoolFact, b: PoolFact) -> str:
     """The pair's ids and texts: an edited fact makes a new pair."""
     lo, hi = (a, b) if a.id < b.id else (b, a)

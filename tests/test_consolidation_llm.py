@@ -1,0 +1,107 @@
+"""Consolidation with an LLM (the fake OpenAI server through the real
+``openai`` client): pairs in the cosine band go to the model in batches,
+under numbers rather than row ids; its verdicts merge or supersede; a failed
+call changes nothing and its pairs are asked again next time."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memory.clock import iso
+from memory.consolidation_llm import PairChecker
+from memory.engine import Memory
+from memory.store.facts import upsert_fact
+from tests.conftest import FakeClock
+from tests.fakeopenai import FakeOpenAI, Fault
+from tests.helpers import ALICE, CHANNEL, GUILD
+
+ROWS = (
+    "Alice has a dog named Rex.",
+    "Alice owns a dog called Rex.",
+    "Alice plays the cello.",
+    "Alice plays cello in an orchestra.",
+    "Alice lives in Paris.",
+    "Alice lives in Lyon.",
+)
+
+
+async def seed(mem: Memory, clock: FakeClock) -> dict[str, int]:
+    ids: dict[str, int] = {}
+    for n, text in enumerate(ROWS):
+        clock.advance(minutes=5)
+        now = iso(clock())
+        up = await mem.db.write(
+            lambda con, t=text, i=n, at=now: upsert_fact(
+                con,
+                guild_id=GUILD,
+                channel_id=CHANNEL,
+                subject=ALICE,
+                fact=t,
+                fact_type="other",
+                evidence=None,
+                source_message_id=f"91000000000000000{i}",
+                confidence=0.8,
+                now=at,
+                actor="import",
+                observed_at=at,
+            )
+        )
+        ids[text] = up.fact.id
+    await mem.embeddings.embed_facts(GUILD, list(ids.values()))
+    return ids
+
+
+def verdicts(*items: tuple[int, str]) -> str:
+    return json.dumps({"verdicts": [{"pair": n, "verdict": v, "reason": "test"} for n, v in items]})
+
+
+async def test_the_llm_judges_the_pairs_in_the_band(
+    make_memory: Any, clock: FakeClock, fake_openai: FakeOpenAI, fake_llm_client: Any
+) -> None:
+    mem = await make_memory(clock=clock)
+    ids = await seed(mem, clock)
+    checker = PairChecker(fake_llm_client, "fake-model")
+    fake_openai.script_chat(verdicts((1, "different"), (2, "same")))
+    done = await mem.consolidation.run(GUILD, checker=checker)
+    rep = done.report
+    assert rep["mode"] == "llm" and rep["llm_calls"] == 1 and rep["llm_errors"] == 0
+    (request,) = fake_openai.chat_requests()
+    shown = request.body["messages"][1]["content"]
+    # Newest candidates first; the older fact of a pair is A.
+    assert shown.splitlines() == [
+        "Pair 1: A <<<Alice plays the cello.>>> / B <<<Alice plays cello in an orchestra.>>>",
+        "Pair 2: A <<<Alice has a dog named Rex.>>> / B <<<Alice owns a dog called Rex.>>>",
+    ]
+    applied = {(a["action"], a["keep"], a["drop"]) for a in rep["applied"]}
+    assert applied == {
+        ("merge", ids["Alice has a dog named Rex."], ids["Alice owns a dog called Rex."]),
+        # The same-slot pair is judged offline, never sent.
+        ("supersede", ids["Alice lives in Lyon."], ids["Alice lives in Paris."]),
+    }
+    (row,) = [
+        h
+        for h in await mem.facts.history(GUILD, ids["Alice owns a dog called Rex."])
+        if h.event == "merge"
+    ]
+    assert row.reason and "same fact (LLM: test)" in row.reason
+    cello = await mem.facts.get(GUILD, ids["Alice plays cello in an orchestra."])
+    assert cello is not None and cello.is_active and cello.valid_to is None
+
+
+async def test_a_failed_call_changes_nothing_and_is_asked_again(
+    make_memory: Any, clock: FakeClock, fake_openai: FakeOpenAI, fake_llm_client: Any
+) -> None:
+    mem = await make_memory(clock=clock)
+    ids = await seed(mem, clock)
+    checker = PairChecker(fake_llm_client, "fake-model")
+    fake_openai.script_chat(Fault.status(500))
+    first = await mem.consolidation.run(GUILD, checker=checker)
+    assert first.report["llm_errors"] == 1
+    dog = await mem.facts.get(GUILD, ids["Alice owns a dog called Rex."])
+    assert dog is not None and dog.is_active
+    clock.advance(hours=1)
+    fake_openai.script_chat(verdicts((1, "different"), (2, "same")))
+    second = await mem.consolidation.run(GUILD, checker=checker)
+    assert second.report["llm_calls"] == 1 and second.report["checked"] == 2
+    assert [a["drop"] for a in second.report["applied"]] == [ids["Alice owns a dog called Rex."]]
