@@ -14,7 +14,7 @@ from memory.engine import Memory
 from memory.store.facts import upsert_fact
 from tests.conftest import FakeClock
 from tests.fakeopenai import FakeOpenAI, Fault
-from tests.helpers import ALICE, CHANNEL, GUILD
+from tests.helpers import ALICE, CHANNEL, GUILD, msg
 
 ROWS = (
     "Alice has a dog named Rex.",
@@ -105,3 +105,56 @@ async def test_a_failed_call_changes_nothing_and_is_asked_again(
     second = await mem.consolidation.run(GUILD, checker=checker)
     assert second.report["llm_calls"] == 1 and second.report["checked"] == 2
     assert [a["drop"] for a in second.report["applied"]] == [ids["Alice owns a dog called Rex."]]
+
+
+def insights_reply(*items: tuple[str, list[int]]) -> str:
+    return json.dumps({"insights": [{"summary": s, "facts": f} for s, f in items]})
+
+
+async def test_an_active_member_gets_cited_insights_once_a_day_and_undo_removes_them(
+    make_memory: Any, clock: FakeClock, fake_openai: FakeOpenAI, fake_llm_client: Any
+) -> None:
+    mem = await make_memory(clock=clock, embeddings="none")
+    ids = await seed(mem, clock)
+    await mem.ingest_message(msg("hello everyone", created_at=iso(clock())))
+    assert await mem.drain()
+    checker = PairChecker(fake_llm_client, "fake-model")
+    long = "Alice " + "x" * 300
+    fake_openai.script_chat(
+        insights_reply(
+            ("Alice connects music and routine: cello practice shapes her week.", [3, 4]),
+            ("Alice cares for her dog Rex.", [99]),  # cites nothing shown: dropped
+            (long, [1]),  # too long: dropped
+        )
+    )
+    before = await mem.db.read(
+        lambda con: sorted(tuple(r) for r in con.execute("SELECT * FROM memory_facts"))
+    )
+    done = await mem.consolidation.run(GUILD, checker=checker)
+    (request,) = fake_openai.chat_requests()  # no embeddings: no pair in the band
+    shown = request.body["messages"][1]["content"]
+    # The member's current facts, newest first, under aliases (never row ids).
+    assert shown.splitlines()[2:] == [
+        f"[F{n}] <<<{text}>>>" for n, text in enumerate(reversed(ROWS), 1)
+    ]
+    (made,) = done.report["insights"]
+    insight = await mem.facts.get(GUILD, made["fact_id"])
+    assert insight is not None and insight.fact_type == "insight" and insight.subject == ALICE
+    assert len(insight.fact) <= 280
+    assert made["cites"] == sorted(
+        [ids["Alice plays cello in an orchestra."], ids["Alice plays the cello."]]
+    )
+    # Never evidence: the default consumers do not see insights.
+    hits = await mem.search(GUILD, "cello practice week", scope="facts", gate=False)
+    assert made["fact_id"] not in {int(h.id) for h in hits}
+    # One insight run a day per member.
+    clock.advance(hours=2)
+    again = await mem.consolidation.run(GUILD, checker=checker)
+    assert again.report["insight_members"] == 0 and len(fake_openai.chat_requests()) == 1
+    # The undo of the first run removes the insight and closes what it closed.
+    await mem.consolidation.undo(GUILD, done.run_id)
+    assert await mem.facts.get(GUILD, made["fact_id"]) is None
+    after = await mem.db.read(
+        lambda con: sorted(tuple(r) for r in con.execute("SELECT * FROM memory_facts"))
+    )
+    assert after == before

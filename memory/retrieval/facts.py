@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memory.models import Fact, Hit, ScoreParts
@@ -30,6 +30,8 @@ from memory.store.search import facts_by_ids, fts_fact_ranks, merge_ranks, recen
 
 log = logging.getLogger(__name__)
 
+# An insight's share of its score (inferred observations rank low).
+INSIGHT_RANK_WEIGHT = 0.5
 # A guild with at least this many fact vectors has its FTS query split in two
 # (``FactSearch._split_fts``); below it the query takes a few milliseconds.
 FTS_SPLIT_MIN_ROWS = 20_000
@@ -234,5 +236,8 @@ class FactSearch:
                 weights=self.ctx.weights,
                 canon=f.fact_type == "canon",
             )
+            if f.fact_type == "insight":
+                # Inferred, never evidence: an insight ranks below what was said.
+                parts = replace(parts, combined=parts.combined * INSIGHT_RANK_WEIGHT)
             out.append((c, parts))
         return out

@@ -21,6 +21,7 @@ from memory.clock import Clock, iso
 from memory.consolidation_check import offline_verdict, pairs_of
 from memory.consolidation_llm import BATCH, PairChecker, in_band
 from memory.errors import LLMError
+from memory.insights import Insight, MemberFacts, active_members, gather_insights
 from memory.store import consolidation as store
 from memory.store.db import Database
 from memory.store.facts import guilds_with_active_facts
@@ -39,6 +40,16 @@ class ConsolidationReport:
     guild_id: str
     dry_run: bool
     report: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What a run found, to write in one transaction."""
+
+    actions: list[store.Action]
+    checked: list[tuple[str, str]]
+    insights: list[Insight]
+    ran: list[str]
 
 
 class _Tally:
@@ -129,7 +140,18 @@ class Consolidation:
                     batch = []
             if batch:
                 await tally.ask(checker, batch)
+        insights: list[Insight] = []
+        ran: list[str] = []
+        members: list[MemberFacts] = []
+        if checker is not None:
+            day_ago = iso(now - timedelta(hours=24))
+            members = await self._db.read(active_members, guild_id, day_ago)
+            if not dry_run:
+                insights, ran, errors = await gather_insights(checker, members)
+                tally.calls += len(members)
+                tally.errors += errors
         report: dict[str, Any] = {
+            "insight_members": len(members),
             "mode": "llm" if checker is not None else "offline",
             "candidates": len(pool),
             "pairs": len(sure) + (len(unsure) if checker is not None else 0),
@@ -142,15 +164,14 @@ class Consolidation:
         run_id, report = await self._db.write(
             self._write,
             guild_id,
-            tally.actions,
-            tally.checked,
+            _Outcome(tally.actions, tally.checked, insights, ran),
             report,
             dry_run,
             iso(now),
             fresh_since,
             actor,
         )
-        if report.get("applied") and self._on_changed is not None:
+        if (report.get("applied") or report.get("insights")) and self._on_changed is not None:
             self._on_changed()
         log.info(
             "consolidation run %d of guild %s: %d pairs checked, %d changes%s",
@@ -203,8 +224,7 @@ class Consolidation:
     def _write(
         con: Any,
         guild_id: str,
-        actions: list[store.Action],
-        checked: list[tuple[str, str]],
+        outcome: _Outcome,
         report: dict[str, Any],
         dry_run: bool,
         now: str,
@@ -215,9 +235,14 @@ class Consolidation:
         report = {**report, "run_id": run_id, "dry_run": dry_run}
         if not dry_run:
             writer = store.RunWriter(con, guild_id, run_id, now, actor)
-            applied = [a.as_dict() for a in actions if writer.apply(a)]
-            report["applied"] = applied
+            report["applied"] = [a.as_dict() for a in outcome.actions if writer.apply(a)]
+            report["insights"] = [
+                {"fact_id": fid, "member": i.user_id, "cites": list(i.cites)}
+                for i in outcome.insights
+                if (fid := writer.add_insight(i.user_id, i.text, i.cites)) is not None
+            ]
+            writer.insight_runs(outcome.ran)
             report["after"] = writer.after_images()
-            store.save_fingerprints(con, guild_id, checked, now, fresh_since)
+            store.save_fingerprints(con, guild_id, outcome.checked, now, fresh_since)
         store.finish_run(con, run_id, report)
         return run_id, report

@@ -20,9 +20,10 @@ from typing import Any
 
 from memory.errors import InvalidInput
 from memory.store.fact_time import observe
-from memory.store.facts import add_history, get_fact
+from memory.store.facts import add_history, delete_fact, get_fact, upsert_fact
 from memory.store.vectors import delete_fact_vectors_index, index_fact_vector_if_present
 
+INSIGHT_CONFIDENCE = 0.4
 # A pair checked once is not checked again for this long.
 FINGERPRINT_DAYS = 14
 
@@ -69,10 +70,11 @@ _POOL_COLUMNS = (
     "f.id, f.subject, f.fact, f.fact_type, f.observed_at, f.last_observed_at, f.created_at, "
     "f.updated_at"
 )
-# Current facts consolidation may change: active, not closed, not canon (a
+# Current facts consolidation may change: active, not closed, not an insight, not canon (a
 # pinned message's lore is the operators' word).
 _CURRENT = (
-    "f.guild_id = ? AND f.is_active = 1 AND f.valid_to IS NULL AND f.fact_type != 'canon' "
+    "f.guild_id = ? AND f.is_active = 1 AND f.valid_to IS NULL "
+    "AND f.fact_type NOT IN ('canon', 'insight') "
     "AND NOT EXISTS (SELECT 1 FROM canon_pins p WHERE p.fact_id = f.id)"
 )
 
@@ -247,6 +249,7 @@ class RunWriter:
         self.now, self.actor = now, actor
         self._seq = 0
         self._kept: set[int] = set()
+        self._added: set[int] = set()
 
     def _note(self, table: str, key: str, before: dict[str, Any] | None) -> None:
         self._seq += 1
@@ -265,7 +268,45 @@ class RunWriter:
     def after_images(self) -> dict[str, str]:
         """A hash of each changed fact's row after the run: an undo refuses
         to overwrite a fact that changed again since."""
-        return {str(i): image_hash(row_image(self.con, i)) for i in sorted(self._kept)}
+        ids = sorted(self._kept | self._added)
+        return {str(i): image_hash(row_image(self.con, i)) for i in ids}
+
+    def add_insight(self, user_id: str, text: str, cites: Sequence[int]) -> int | None:
+        """A new insight fact citing ``cites``; None when that text is known already."""
+        held = self.con.execute(
+            "SELECT 1 FROM memory_facts WHERE guild_id = ? AND subject = ? AND fact = ?",
+            (self.guild_id, user_id, text),
+        ).fetchone()
+        if held is not None:
+            return None
+        up = upsert_fact(
+            self.con,
+            guild_id=self.guild_id,
+            channel_id=None,
+            subject=user_id,
+            fact=text,
+            fact_type="insight",
+            evidence=None,
+            source_message_id=None,
+            confidence=INSIGHT_CONFIDENCE,
+            now=self.now,
+            actor="insight",
+            observed_at=self.now,
+        )
+        self._note("memory_facts", str(up.fact.id), None)
+        self._added.add(up.fact.id)
+        self.con.executemany(
+            "INSERT OR IGNORE INTO insight_citations (insight_id, fact_id) VALUES (?, ?)",
+            [(up.fact.id, c) for c in cites],
+        )
+        return up.fact.id
+
+    def insight_runs(self, user_ids: Sequence[str]) -> None:
+        self.con.executemany(
+            "INSERT INTO insight_runs (guild_id, user_id, ran_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (guild_id, user_id) DO UPDATE SET ran_at = excluded.ran_at",
+            [(self.guild_id, u, self.now) for u in user_ids],
+        )
 
     def _history(self, fact_id: int, event: str, reason: str, linked: int, text: str) -> None:
         fact = get_fact(self.con, self.guild_id, fact_id)
@@ -369,10 +410,13 @@ def undo_run(con: Any, guild_id: str, run_id: int, actor: str, now: str) -> list
     facts = [
         (int(r["row_key"]), json.loads(r["before"]))
         for r in rows
-        if r["table_name"] == "memory_facts"
+        if r["table_name"] == "memory_facts" and r["before"] is not None
+    ]
+    added = [
+        int(r["row_key"]) for r in rows if r["table_name"] == "memory_facts" and r["before"] is None
     ]
     after = run.report.get("after", {})
-    for fid, _ in facts:
+    for fid in [*(f for f, _ in facts), *added]:
         if row_image(con, fid) is None:
             raise InvalidInput(f"fact {fid} of run {run_id} is gone: the run cannot be undone")
         if image_hash(row_image(con, fid)) != after.get(str(fid)):
@@ -386,6 +430,13 @@ def undo_run(con: Any, guild_id: str, run_id: int, actor: str, now: str) -> list
                 "DELETE FROM fact_sources WHERE fact_id = ? AND message_id = ?",
                 (int(fact_id), message_id),
             )
+    for fid in added:
+        delete_fact(con, guild_id, fid, actor, now)
+        con.execute(
+            "UPDATE fact_history SET reason = ? WHERE id = (SELECT max(id) FROM fact_history "
+            "WHERE fact_id = ? AND event = 'delete')",
+            (f"undo of consolidation run {run_id}", fid),
+        )
     restored: list[int] = []
     for fid, before in facts:
         was = row_image(con, fid)

@@ -19,7 +19,8 @@ def apply(con: Any) -> None:
     # image of every row it changed (consolidation_undo) so an undo restores
     # exactly that; a deleted fact's prior images go with it (they hold its
     # text), which leaves that run's undo refused. Fingerprints skip a checked
-    # pair for 14 days.
+    # pair for 14 days. An insight names the facts it rests on
+    # (insight_citations); insight_runs keeps a member to one run a day.
     con.executescript(
         """
         CREATE TABLE guild_revisions (
@@ -80,6 +81,21 @@ def apply(con: Any) -> None:
         CREATE INDEX consolidation_undo_row ON consolidation_undo (table_name, row_key);
         CREATE TRIGGER consolidation_undo_fact_deleted AFTER DELETE ON memory_facts BEGIN
             DELETE FROM consolidation_undo WHERE table_name = 'memory_facts' AND row_key = CAST(OLD.id AS TEXT);
+        END;
+        CREATE TABLE insight_runs (
+            guild_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            ran_at TEXT NOT NULL,
+            PRIMARY KEY (guild_id, user_id)
+        ) WITHOUT ROWID;
+        CREATE TABLE insight_citations (
+            insight_id INTEGER NOT NULL,
+            fact_id INTEGER NOT NULL,
+            PRIMARY KEY (insight_id, fact_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX insight_citations_fact ON insight_citations (fact_id);
+        CREATE TRIGGER insight_citations_fact_deleted AFTER DELETE ON memory_facts BEGIN
+            DELETE FROM insight_citations WHERE insight_id = OLD.id OR fact_id = OLD.id;
         END;
         CREATE TABLE consolidation_fingerprints (
             guild_id TEXT NOT NULL,
