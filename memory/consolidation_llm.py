@@ -127,9 +127,10 @@ class PairChecker:
             if not isinstance(n, int) or not 1 <= n <= len(ordered) or verdict not in VERDICTS:
                 continue
             older, newer = ordered[n - 1]
-            why = str(item.get("reason") or "")[:120]
+            # The model's own words are not kept: a reason may quote a fact,
+            # and run reports outlive an erased fact's text.
             if verdict == "same":
-                out[n - 1] = Action("merge", older.id, newer.id, f"same fact (LLM: {why})")
+                out[n - 1] = Action("merge", older.id, newer.id, "same fact (LLM)")
             elif verdict == "contradiction":
-                out[n - 1] = Action("supersede", newer.id, older.id, f"contradiction (LLM: {why})")
+                out[n - 1] = Action("supersede", newer.id, older.id, "contradiction (LLM)")
         return out

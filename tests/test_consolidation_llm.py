@@ -84,7 +84,7 @@ async def test_the_llm_judges_the_pairs_in_the_band(
         for h in await mem.facts.history(GUILD, ids["Alice owns a dog called Rex."])
         if h.event == "merge"
     ]
-    assert row.reason and "same fact (LLM: test)" in row.reason
+    assert row.reason and "same fact (LLM)" in row.reason
     cello = await mem.facts.get(GUILD, ids["Alice plays cello in an orchestra."])
     assert cello is not None and cello.is_active and cello.valid_to is None
 
