@@ -220,8 +220,16 @@ async def fact_post(request: web.Request) -> web.Response:
 async def _consolidation_ctx(request: web.Request, guild: str | None) -> dict[str, Any]:
     mem = context.memory_of(request)
     runs = await mem.consolidation.runs(guild) if guild else []
+    # The facts a run names, as they read now (reports keep ids, not text).
+    texts: dict[int, str] = {}
+    for r in runs[:20]:
+        for a in [*r.report.get("proposed", []), *r.report.get("applied", [])]:
+            for fid in (a["keep"], a["drop"]):
+                if guild and fid not in texts and (f := await mem.facts.get(guild, fid)):
+                    texts[fid] = f.fact
     return {
         "guildId": guild,
+        "texts": texts,
         "guilds": await context.guild_rows(mem),
         "runs": [
             {
