@@ -44,7 +44,7 @@ from memory.store import facts as store_facts
 from memory.store import pending_vectors
 from memory.store import vectors as store_vectors
 from memory.store.db import Database
-from memory.store.relations import put_and_relate
+from memory.store.relations import relate_written
 
 log = logging.getLogger(__name__)
 
@@ -315,11 +315,12 @@ class EmbeddingService:
         now = iso(self.clock())
         written = sum(
             await self.db.write_each(
-                lambda con, chunk: put_and_relate(con, model, emb.dims, chunk, now),
+                lambda con, chunk: store_vectors.put_fact_vectors(con, model, emb.dims, chunk, now),
                 _chunked(rows),
             )
         )
         self.stats.fact_vectors += written
+        await relate_written(self.db, model, rows, now)
         return int(written)
 
     async def embed_messages_by_id(self, guild_id: str, message_ids: Sequence[str]) -> int:

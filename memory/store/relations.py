@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.models import Fact
+from memory.store.db import Database
 from memory.store.search import facts_by_ids
 from memory.store.sql import chunks, marks
-from memory.store.vectors import knn, put_fact_vectors
+from memory.store.vectors import knn
 
 LINK_MIN = 0.6
 MAX_LINKS = 5
@@ -35,49 +36,66 @@ def edge(a: int, b: int) -> tuple[int, int]:
     return (a, b) if a < b else (b, a)
 
 
-def relate(
+def neighbours(
     con: Any,
     model: str,
     guild_id: str,
     fact_id: int,
     blob: bytes,
-    now: str,
     *,
     link_min: float = LINK_MIN,
     max_links: int = MAX_LINKS,
-) -> int:
-    """Link ``fact_id`` (vector ``blob``) to its nearest neighbours; the
-    number of edges it has afterwards."""
-    con.execute("DELETE FROM fact_relations WHERE a_id = ? OR b_id = ?", (fact_id, fact_id))
-    linked = 0
+) -> list[tuple[int, float]]:
+    """The active facts ``fact_id`` (vector ``blob``) links to: (other id, cosine)."""
+    out: list[tuple[int, float]] = []
     for other, distance in knn(con, "facts", model, guild_id, blob, max_links + 1):
         cosine = 1.0 - distance
-        if other == fact_id or cosine < link_min:
-            continue
-        a, b = edge(fact_id, other)
-        con.execute(
-            "INSERT OR IGNORE INTO fact_relations (a_id, b_id, guild_id, strength, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (a, b, guild_id, round(cosine, 4), now),
-        )
-        linked += 1
-        if linked == max_links:
-            break
-    return linked
+        if other != fact_id and cosine >= link_min:
+            out.append((other, round(cosine, 4)))
+    return out[:max_links]
 
 
-def put_and_relate(
-    con: Any, model: str, dims: int, rows: Sequence[tuple[int, str, str, bytes]], now: str
+def save_links(con: Any, guild_id: str, links: dict[int, list[tuple[int, float]]], now: str) -> int:
+    """Replace each fact's edges with ``links``; an edge is written only while
+    both facts are active (one may have gone since the neighbours were read).
+    The number of edges written."""
+    written = 0
+    for fact_id, others in links.items():
+        con.execute("DELETE FROM fact_relations WHERE a_id = ? OR b_id = ?", (fact_id, fact_id))
+        for other, strength in others:
+            a, b = edge(fact_id, other)
+            written += con.execute(
+                "INSERT OR IGNORE INTO fact_relations (a_id, b_id, guild_id, strength, created_at) "
+                "SELECT ?, ?, ?, ?, ? WHERE (SELECT count(*) FROM memory_facts WHERE id IN (?, ?) "
+                "AND guild_id = ? AND is_active = 1) = 2",
+                (a, b, guild_id, strength, now, a, b, guild_id),
+            ).rowcount
+    return written
+
+
+def relate(con: Any, model: str, guild_id: str, fact_id: int, blob: bytes, now: str) -> int:
+    """Link ``fact_id`` to its nearest neighbours in one transaction."""
+    found = neighbours(con, model, guild_id, fact_id, blob)
+    return save_links(con, guild_id, {fact_id: found}, now)
+
+
+async def relate_written(
+    db: Database, model: str, rows: Sequence[tuple[int, str, str, bytes]], now: str
 ) -> int:
-    """``put_fact_vectors``, then relate each written active fact."""
-    written = put_fact_vectors(con, model, dims, rows, now)
-    for fact_id, guild_id, _hash, blob in rows:
-        active = con.execute(
-            "SELECT 1 FROM memory_facts WHERE id = ? AND guild_id = ? AND is_active = 1",
-            (fact_id, guild_id),
-        ).fetchone()
-        if active is not None:
-            relate(con, model, guild_id, fact_id, blob, now)
+    """Relate facts whose vectors were just written (rows as ``put_fact_vectors``
+    takes them). The nearest-neighbour searches run on a reader, so the
+    writer thread only inserts the edges."""
+
+    def find(con: Any) -> dict[str, dict[int, list[tuple[int, float]]]]:
+        out: dict[str, dict[int, list[tuple[int, float]]]] = {}
+        for fact_id, guild_id, _hash, blob in rows:
+            out.setdefault(guild_id, {})[fact_id] = neighbours(con, model, guild_id, fact_id, blob)
+        return out
+
+    found = await db.read(find)
+    written = 0
+    for guild_id, links in found.items():
+        written += await db.write(save_links, guild_id, links, now)
     return written
 
 
