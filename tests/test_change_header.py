@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from memory.conversation import assemble_prompt
 from memory.engine import Memory
+from memory.store.facts import add_history
 from memory.store.revisions import current_rev
 from tests.helpers import CHANNEL, GUILD
 from tests.test_conversation import PERSONA, PRIVATE, request
@@ -106,3 +109,18 @@ async def test_changes_in_a_channel_the_reply_may_not_show_stay_out(make_memory:
     await system_of(mem, "900000000000000001")
     await lore(mem, "the mods meet on Sunday", channel=PRIVATE)
     assert HEADER not in await system_of(mem, "900000000000000002")
+
+
+async def test_the_revision_moves_with_its_change_or_not_at_all(make_memory: Any) -> None:
+    mem = await make_memory(embeddings="none")
+    await lore(mem, "the raid night is on Friday")
+    start = await rev(mem)
+
+    def change_then_fail(con: Any) -> None:
+        add_history(con, GUILD, None, None, "archive", None, None, "test", now="2026-11-22")
+        assert current_rev(con, GUILD) == start + 1  # seen inside the transaction
+        raise RuntimeError("the change fails after its history row")
+
+    with pytest.raises(RuntimeError):
+        await mem.db.write(change_then_fail)
+    assert await rev(mem) == start  # rolled back with the change
