@@ -11,12 +11,11 @@ pairs are not fingerprinted, so the next run checks them again."""
 
 from __future__ import annotations
 
-import math
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import openai
 
 from memory.errors import LLMError
@@ -61,11 +60,9 @@ Reply with JSON only: {"verdicts": [{"pair": <n>, "verdict": "...", "reason": "<
 
 
 def cosine(a: bytes, b: bytes) -> float:
-    n = len(a) // 4
-    va, vb = struct.unpack(f"{n}f", a), struct.unpack(f"{n}f", b)
-    dot = sum(x * y for x, y in zip(va, vb, strict=True))
-    na, nb = math.sqrt(sum(x * x for x in va)), math.sqrt(sum(y * y for y in vb))
-    return dot / (na * nb) if na and nb else 0.0
+    va, vb = np.frombuffer(a, dtype=np.float32), np.frombuffer(b, dtype=np.float32)
+    na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
+    return float(va @ vb) / (na * nb) if na and nb else 0.0
 
 
 def in_band(a: PoolFact, b: PoolFact, vectors: Mapping[int, bytes]) -> bool:
