@@ -59,8 +59,10 @@ async def seed(mem: Memory, clock: FakeClock) -> dict[str, int]:
             )
         )
         ids[text] = up.fact.id
-    # Rows written past the pipeline get their vectors as a re-index gives them.
+    # Rows written past the pipeline get their vectors as a re-index gives them;
+    # the background embedder may be at the same rows: let it finish too.
     await mem.embeddings.embed_facts(GUILD, list(ids.values()))
+    assert await mem.embeddings.settle()
     return ids
 
 
