@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "purge-guild": "Erase everything remembered about a guild (all of its memory).",
     "snapshot": "Regenerate and print MEMORY.md.",
     "reindex": "Embed every fact and message that has no vector for its guild's model.",
+    "consolidate": "Merge duplicate facts and close contradicted ones now (--dry-run, --undo).",
     "retry": "Process again the messages whose processing failed (--list: show why).",
     "bench": "Run a retrieval benchmark (locomo or longmemeval).",
     "doctor": "Check the installation and configuration, and explain what is wrong.",

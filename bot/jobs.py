@@ -18,6 +18,8 @@
 * memory upkeep daily at 03:30 in the configured time zone: facts past
   their type's TTL are archived, archived facts past ``purge_after_days``
   are deleted for good and the file rewritten (``Memory.upkeep``);
+* consolidation once a day (04:00 in the configured time zone): one
+  bounded run per guild (``Memory.consolidation``);
 * the daily journal roll-over check, just after midnight in the configured
   time zone: the journal folder must still be writable, and MEMORY.md is
   regenerated so its highlights and source list move to the new day.
@@ -43,7 +45,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from memory import Memory, RetentionTimer
+from memory import Memory, PairChecker, RetentionTimer
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,9 @@ class Jobs:
         # Set by the runtime once the bot exists: is a timer's member (or the
         # bot) still away from the guild? None: no one to ask.
         self.still_away: Callable[[RetentionTimer], Awaitable[bool]] | None = None
+        # Set by the runtime when an LLM is configured: consolidation asks it
+        # about the pairs offline rules cannot judge.
+        self.pair_checker: PairChecker | None = None
         self.scheduler: AsyncIOScheduler | None = None
         self._running: set[asyncio.Task[Any]] = set()
         self.runs: dict[str, int] = {}
@@ -120,6 +125,13 @@ class Jobs:
             IntervalTrigger(minutes=15, start_date=datetime.now(UTC) + timedelta(seconds=30)),
             id="consent_expiry",
             name="consent queue expiry",
+            **common,
+        )
+        sched.add_job(
+            self._wrap("consolidation", self.consolidate),
+            CronTrigger(hour=4, minute=0, timezone=self.timezone),
+            id="consolidation",
+            name="daily consolidation",
             **common,
         )
         sched.add_job(
@@ -207,6 +219,17 @@ class Jobs:
         done = await self.memory.episodes.run()
         if done.created or done.rebuilt:
             log.info("episodes: %d written, %d rebuilt", len(done.created), done.rebuilt)
+
+    async def consolidate(self) -> None:
+        for done in await self.memory.consolidation.run_all(checker=self.pair_checker):
+            applied = done.report.get("applied", [])
+            if applied:
+                log.info(
+                    "consolidation of guild %s (run %d): %d changes",
+                    done.guild_id,
+                    done.run_id,
+                    len(applied),
+                )
 
     async def expire_consent(self) -> None:
         await self.memory.consent.expire()

@@ -39,7 +39,15 @@ from bot.client import GuildloreBot, make_intents
 from bot.cogs.lifecycle import still_away
 from bot.jobs import Jobs
 from bot.settings import Settings
-from memory import Clients, IncomingMessage, Memory, build_clients, iso, system_clock
+from memory import (
+    Clients,
+    IncomingMessage,
+    Memory,
+    PairChecker,
+    build_clients,
+    iso,
+    system_clock,
+)
 
 if TYPE_CHECKING:
     from bot.voice.service import VoiceManager
@@ -232,6 +240,7 @@ async def main(
             voice_unavailable=voice.reason or "voice transcription is not configured",
         )
         jobs.still_away = partial(still_away, bot)
+        jobs.pair_checker = PairChecker.from_chat(clients.chat) if clients.chat else None
         code = await _serve(bot, memory, settings, stop, fake_gateway)
     return code
 

@@ -230,6 +230,10 @@ async def fact_detail_context(request: web.Request, guild: str, fact_id: int) ->
         "fact": fact_json(fact, names),
         "channel_name": channels.get(fact.channel_id or ""),
         "history": [history_json(h) for h in history],
+        "related": [
+            {"fact": fact_json(f, names), "strength": s}
+            for f, s in await mem.facts.related(guild, fact_id)
+        ],
         "timeline": await fact_timeline(mem, guild, fact, history),
         "traces": [trace_json(t) for t in await mem.traces.for_fact(guild, fact_id)],
         "source_message": source,

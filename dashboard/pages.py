@@ -32,6 +32,7 @@ NOTICES = {
     "deleted": "Fact deleted.",
     "refreshed": "Snapshot regenerated.",
     "unchanged": "Nothing to change.",
+    "undone": "Consolidation run undone: its facts are as they were before it.",
 }
 TYPE_ORDER = ("profile", "preference", "relationship", "project", "canon", "lore", "other")
 TYPE_LABELS = {
@@ -221,6 +222,57 @@ async def fact_post(request: web.Request) -> web.Response:
     except InvalidInput as exc:
         ctx = await context.fact_detail_context(request, guild, fact_id)
         return await render.page(request, "fact.html", _flash(request, ctx, str(exc)), status=400)
+
+
+# -- consolidation -------------------------------------------------------------------------------
+
+
+async def _consolidation_ctx(request: web.Request, guild: str | None) -> dict[str, Any]:
+    mem = context.memory_of(request)
+    runs = await mem.consolidation.runs(guild) if guild else []
+    # The facts a run names, as they read now (reports keep ids, not text).
+    texts: dict[int, str] = {}
+    for r in runs[:20]:
+        for a in [*r.report.get("proposed", []), *r.report.get("applied", [])]:
+            for fid in (a["keep"], a["drop"]):
+                if guild and fid not in texts and (f := await mem.facts.get(guild, fid)):
+                    texts[fid] = f.fact
+    return {
+        "guildId": guild,
+        "texts": texts,
+        "guilds": await context.guild_rows(mem),
+        "runs": [
+            {
+                "id": r.id,
+                "mode": r.mode,
+                "dry_run": r.dry_run,
+                "started_at": r.started_at,
+                "undone_at": r.undone_at,
+                "report": {k: v for k, v in r.report.items() if k != "after"},
+            }
+            for r in runs
+        ],
+    }
+
+
+async def consolidation_page(request: web.Request) -> web.Response:
+    guild = await context.default_guild(context.memory_of(request), request.query)
+    ctx = await _consolidation_ctx(request, guild)
+    return await render.page(request, "consolidation.html", _flash(request, ctx))
+
+
+async def consolidation_undo(request: web.Request) -> web.Response:
+    form = await request.post()
+    guild = params.required_snowflake(form, "guildId")
+    run_id = params.path_int(request, "run_id")
+    try:
+        await context.memory_of(request).consolidation.undo(guild, run_id, actor=context.OPERATOR)
+    except InvalidInput as exc:
+        ctx = await _consolidation_ctx(request, guild)
+        return await render.page(
+            request, "consolidation.html", _flash(request, ctx, str(exc)), status=400
+        )
+    raise _go("/consolidation", guildId=guild, notice="undone")
 
 
 # -- snapshot ------------------------------------------------------------------------------------------

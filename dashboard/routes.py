@@ -21,6 +21,12 @@ ROUTES: tuple[web.RouteDef, ...] = (
     web.get("/facts", pages.facts_page, name="facts"),
     web.get(f"/facts/{FACT_ID}", pages.fact_page, name="fact"),
     web.post(f"/facts/{FACT_ID}", pages.fact_post, name="fact-change"),
+    web.get("/consolidation", pages.consolidation_page, name="consolidation"),
+    web.post(
+        r"/consolidation/{run_id:[0-9]{1,18}}/undo",
+        pages.consolidation_undo,
+        name="consolidation-undo",
+    ),
     web.get("/snapshot", pages.snapshot_page, name="snapshot"),
     web.post("/snapshot/refresh", pages.snapshot_refresh, name="snapshot-refresh"),
     web.get("/journal", pages.journal_index, name="journal"),

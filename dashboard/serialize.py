@@ -88,6 +88,8 @@ def hit_json(h: Hit, names: Mapping[str, str] | None = None) -> dict[str, Any]:
         "channelScore": num(p.channel),
         # Signed: what "same topic, newer first" moved into or out of combined.
         "newerFirstScore": num(p.newer_first),
+        # What a related fact among the candidates added.
+        "relatedScore": num(p.related),
         "combinedScore": num(p.combined),
         "passed": bool(p.passed),
     }

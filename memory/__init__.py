@@ -32,6 +32,7 @@ from memory.config import (
     MemoryConfig,
     SnapshotConfig,
 )
+from memory.consolidation_llm import PairChecker
 from memory.conversation import ReplyRequest, ReplyResult, compose_reply
 from memory.conversation_window import record_bot_reply
 from memory.diagnostics import (
@@ -102,6 +103,7 @@ __all__ = [
     "Memory",
     "MemoryConfig",
     "NotYours",
+    "PairChecker",
     "Procedure",
     "PendingFact",
     "ReplyRequest",

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from memory.change_header import change_header
 from memory.clock import iso
 from memory.conversation_tools import (
     MAX_LINES,
@@ -274,7 +275,7 @@ async def assemble_prompt(
         )
 
     # Independent reads: the reader pool runs them side by side.
-    window, memory_slice, in_force = await asyncio.gather(
+    window, memory_slice, in_force, header = await asyncio.gather(
         reply_window(
             memory, r, max_recent_messages=max_recent_messages, recent_tokens=recent_tokens
         ),
@@ -288,13 +289,17 @@ async def assemble_prompt(
             consumer=r.consumer,
         ),
         rules(),
+        change_header(
+            memory.db, r.guild_id, r.channel_id, iso(memory.clock()), frozenset(r.visible_channels)
+        ),
     )
+    sections = render_sections(memory_slice, r.channel_names)
     system = system_prompt(
         persona,
         r.guild_name,
         r.channel_name,
         r.author_name,
-        render_sections(memory_slice, r.channel_names),
+        f"{header}\n\n{sections}" if header else sections,
         memory.clock(),
         procedures=in_force,
         reply_format=reply_format,

@@ -50,6 +50,7 @@ from memory.models import (
 from memory.retrieval.filters import FactFilter, consumer_filter
 from memory.roles.admin import AdminOps, SearchStats
 from memory.roles.consent import ConsentOps
+from memory.roles.consolidation import Consolidation
 from memory.roles.episodes import EpisodeOps
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
@@ -133,6 +134,7 @@ class Memory:
         self.episodes = EpisodeOps(
             self.db, self.embeddings, self.guilds, extractor, clock, self.pipeline.budgets
         )
+        self.consolidation = Consolidation(self.db, clock, self.snapshot.request)
         self.procedures = ProcedureOps(self.db, clock)
         self.consent = ConsentOps(
             self.db, self.embeddings, self.snapshot, config.ingest, clock, gate.stats

@@ -196,6 +196,9 @@ class ScoreParts:
     # What "same topic, newer first" added to ``combined`` (negative for an
     # older statement that made way for a newer one; memory.retrieval.newer_first).
     newer_first: float = 0.0
+    # What a related fact among the candidates added to ``combined``
+    # (memory.retrieval.related).
+    related: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -212,6 +215,7 @@ class ScoreParts:
             "superseded": self.superseded,
             "canon": self.canon,
             "newer_first": self.newer_first,
+            "related": self.related,
             "combined": self.combined,
             "passed": self.passed,
         }

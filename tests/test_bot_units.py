@@ -42,6 +42,7 @@ async def test_jobs_schedule_run_and_stop(make_memory: Any, tmp_path: Any) -> No
         "consent_expiry",
         "memory_upkeep",
         "episodes",
+        "consolidation",
     }  # re-index off
     assert str(found["journal_rollover"].trigger.timezone) == "Europe/Berlin"
     assert found["snapshot"].trigger.interval.total_seconds() == 300

@@ -274,3 +274,29 @@ async def test_login_when_a_token_is_set(locked_site: Site, web: Watched) -> Non
     assert session["httpOnly"] and session["sameSite"] == "Strict"
     await page.get_by_role("button", name="Log out", exact=True).click()
     await page.locator("h1", has_text="Log in").wait_for()
+
+
+async def test_undo_a_consolidation_run_from_its_page(site: Site, web: Watched) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from tests.conftest import FakeClock
+    from tests.test_consolidation import seed as seed_duplicates
+
+    mem = site.seeded.mem
+    ids = await seed_duplicates(mem, FakeClock(datetime.now(UTC) - timedelta(hours=1)))
+    done = await mem.consolidation.run(GUILD)
+    dup = ids["alice likes  hiking"]
+    assert {a["drop"] for a in done.report["applied"]} >= {dup}
+    page = web.page
+    await page.goto(site.base + f"/consolidation?guildId={GUILD}")
+    assert (await page.locator("h1").inner_text()).strip() == "Consolidation runs"
+    run = page.locator(f"#run-{done.run_id}")
+    link = run.locator(f'a[href^="/facts/{dup}?"]')
+    assert (await link.inner_text()).strip() == "alice likes hiking"  # the fact's text
+    await web.shot("24-consolidation-run")
+    await run.get_by_role("button", name=f"Undo run {done.run_id}").click()
+    await page.get_by_text("Consolidation run undone").wait_for()
+    assert await page.locator(f"#run-{done.run_id} .undo-form").count() == 0
+    restored = await mem.facts.get(GUILD, dup)
+    assert restored is not None and restored.is_active
+    assert web.console_errors == [], web.console_errors

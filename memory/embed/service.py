@@ -45,6 +45,7 @@ from memory.store import facts as store_facts
 from memory.store import pending_vectors
 from memory.store import vectors as store_vectors
 from memory.store.db import Database
+from memory.store.relations import relate_written
 
 log = logging.getLogger(__name__)
 
@@ -320,6 +321,7 @@ class EmbeddingService:
             )
         )
         self.stats.fact_vectors += written
+        await relate_written(self.db, model, rows, now)
         return int(written)
 
     async def embed_messages_by_id(self, guild_id: str, message_ids: Sequence[str]) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memory.models import Fact, Hit, ScoreParts
@@ -15,6 +15,7 @@ from memory.retrieval.context import Mode, QueryVector, SearchContext
 from memory.retrieval.filters import FactFilter
 from memory.retrieval.hits import age_days, fact_hit
 from memory.retrieval.query import QueryPlan
+from memory.retrieval.related import boost, links_of
 from memory.retrieval.scoring import (
     LexicalQuery,
     bm25_normalise,
@@ -29,6 +30,8 @@ from memory.store.search import facts_by_ids, fts_fact_ranks, merge_ranks, recen
 
 log = logging.getLogger(__name__)
 
+# An insight's share of its score (inferred observations rank low).
+INSIGHT_RANK_WEIGHT = 0.5
 # A guild with at least this many fact vectors has its FTS query split in two
 # (``FactSearch._split_fts``); below it the query takes a few milliseconds.
 FTS_SPLIT_MIN_ROWS = 20_000
@@ -41,6 +44,7 @@ class _FactCand:
     fact: Fact
     semantic: float | None
     bm25_raw: float | None
+    links: tuple[tuple[int, float], ...] = ()
 
 
 def _offer_done(task: asyncio.Future[None]) -> None:
@@ -90,6 +94,7 @@ class FactSearch:
         if only is not None:
             cands = [c for c in cands if only.keep(c.fact)]
         scored = self._score(plan, cands, channel_id, qv is not None)
+        scored = boost(scored, [c.fact.id for c in cands], {c.fact.id: c.links for c in cands})
         ranked = ctx.rank(scored, mode, limit)
         ctx.timings["facts_ms"] = (time.perf_counter() - started) * 1000
         return [fact_hit(c.fact, parts) for c, parts in ranked]
@@ -117,8 +122,9 @@ class FactSearch:
             found = vs.similarities(con, need)
             sem.update(found)
             missing = [i for i in need if i not in found]
+        links = links_of(con, guild_id, list(facts))
         out = [
-            _FactCand(f, sem.get(i) if vs is not None else None, bm.get(i))
+            _FactCand(f, sem.get(i) if vs is not None else None, bm.get(i), tuple(links.get(i, ())))
             for i, f in facts.items()
         ]
         return out, missing
@@ -230,5 +236,8 @@ class FactSearch:
                 weights=self.ctx.weights,
                 canon=f.fact_type == "canon",
             )
+            if f.fact_type == "insight":
+                # Inferred, never evidence: an insight ranks below what was said.
+                parts = replace(parts, combined=parts.combined * INSIGHT_RANK_WEIGHT)
             out.append((c, parts))
         return out

@@ -44,6 +44,7 @@ from memory.retrieval.facts import FactSearch
 from memory.retrieval.filters import FactFilter
 from memory.retrieval.messages import MessageSearch
 from memory.retrieval.query import MAX_QUERY_CHARS, QueryPlan
+from memory.retrieval.related import slice_related
 from memory.retrieval.scoring import (
     DEFAULT_MESSAGE_WEIGHTS,
     DEFAULT_WEIGHTS,
@@ -226,6 +227,14 @@ class Retriever:
             at,
             only,
         )
+        if at is None and (user_facts or relevant):
+            shown = [int(h.id) for h in (*user_facts, *relevant)]
+            relevant = [
+                *relevant,
+                *await ctx.db.read(
+                    slice_related, guild_id, shown, set(shown), visible_channels, only
+                ),
+            ]
         messages: list[Hit] = []
         if query.strip():
             messages = await self.messages.hits(

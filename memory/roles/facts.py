@@ -15,6 +15,7 @@ from memory.store import facts as store
 from memory.store.db import Database
 from memory.store.fact_decision import supersede_by_edit
 from memory.store.fact_time import FactSource, fact_sources
+from memory.store.relations import related_facts
 
 LIST_LIMIT_MAX = 500
 
@@ -61,6 +62,11 @@ class FactOps:
 
     async def history(self, guild_id: str, fact_id: int) -> list[HistoryEntry]:
         return list(await self._db.read(store.fact_history, guild_id, fact_id))
+
+    async def related(self, guild_id: str, fact_id: int) -> list[tuple[Fact, float]]:
+        """The active facts related to this one (strongest first), with the
+        edge's strength (the cosine of their vectors)."""
+        return list(await self._db.read(related_facts, guild_id, fact_id))
 
     async def sources(self, guild_id: str, fact_id: int) -> list[FactSource]:
         """The messages the fact was observed in (id, time), oldest first."""

@@ -30,6 +30,7 @@ from memory.store.schema import (
     m013_decision,
     m014_episodes,
     m015_budgets,
+    m016_relations_consolidation,
     m017_multilingual_fts,
 )
 
@@ -54,6 +55,7 @@ MIGRATIONS: list[Migration] = [
     ("m013_decision", m013_decision.apply),
     ("m014_episodes", m014_episodes.apply),
     ("m015_budgets", m015_budgets.apply),
+    ("m016_relations_consolidation", m016_relations_consolidation.apply),
     ("m017_multilingual_fts", m017_multilingual_fts.apply),
 ]
 
