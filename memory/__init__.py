@@ -30,6 +30,7 @@ from memory.config import (
     IngestConfig,
     LLMConfig,
     MemoryConfig,
+    RetrievalConfig,
     SnapshotConfig,
 )
 from memory.conversation import ReplyRequest, ReplyResult, compose_reply
@@ -65,6 +66,7 @@ from memory.models import (
     Trace,
 )
 from memory.reply_record import record_reply_context
+from memory.retrieval.gate_calibration import load_calibration_file
 from memory.roles.members import MemberFact, MemberRecord, NotYours
 from memory.store.retention import RetentionTimer
 from memory.store.sqlite import capabilities as sqlite_capabilities
@@ -102,6 +104,7 @@ __all__ = [
     "PendingFact",
     "ReplyRequest",
     "ReplyResult",
+    "RetrievalConfig",
     "RetentionTimer",
     "RuleExtractor",
     "SearchScope",
@@ -122,6 +125,7 @@ __all__ = [
     "iso",
     "iter_paths",
     "list_models",
+    "load_calibration_file",
     "parse_guild_setting",
     "parse_iso",
     "provider_default_model",

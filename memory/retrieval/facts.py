@@ -17,6 +17,7 @@ from memory.retrieval.hits import age_days, fact_hit
 from memory.retrieval.query import QueryPlan
 from memory.retrieval.scoring import (
     LexicalQuery,
+    ScoringWeights,
     bm25_normalise,
     channel_score,
     fuse,
@@ -89,8 +90,9 @@ class FactSearch:
             cands = [c for c in cands if c.fact.channel_id is None or c.fact.channel_id in visible]
         if only is not None:
             cands = [c for c in cands if only.keep(c.fact)]
-        scored = self._score(plan, cands, channel_id, qv is not None)
-        ranked = ctx.rank(scored, mode, limit)
+        weights = ctx.gate_weights(qv)
+        scored = self._score(plan, cands, channel_id, qv is not None, weights)
+        ranked = ctx.rank(scored, mode, limit, weights)
         ctx.timings["facts_ms"] = (time.perf_counter() - started) * 1000
         return [fact_hit(c.fact, parts) for c, parts in ranked]
 
@@ -205,7 +207,12 @@ class FactSearch:
         return split, part
 
     def _score(
-        self, plan: QueryPlan, cands: list[_FactCand], channel_id: str | None, has_sem: bool
+        self,
+        plan: QueryPlan,
+        cands: list[_FactCand],
+        channel_id: str | None,
+        has_sem: bool,
+        weights: ScoringWeights,
     ) -> list[tuple[_FactCand, ScoreParts]]:
         cfg = self.ctx.cfg
         now = self.ctx.clock()
@@ -227,7 +234,7 @@ class FactSearch:
                 channel_score(f.channel_id, channel_id),
                 bm,
                 explain=True,
-                weights=self.ctx.weights,
+                weights=weights,
                 canon=f.fact_type == "canon",
             )
             out.append((c, parts))

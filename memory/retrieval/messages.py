@@ -17,6 +17,7 @@ from memory.retrieval.newer_first import newer_first
 from memory.retrieval.query import QueryPlan
 from memory.retrieval.scoring import (
     LexicalQuery,
+    ScoringWeights,
     bm25_normalise,
     channel_score,
     fuse_message,
@@ -91,7 +92,8 @@ class MessageSearch:
             )
             if n:
                 got = await ctx.db.read(self._gather, guild_id, plan, vs, skip)
-        ranked = self._rank(plan, got.cands, channel_id, qv is not None, mode, limit)
+        gate = ctx.gate_weights(qv)
+        ranked = self._rank(plan, got.cands, channel_id, qv is not None, mode, limit, gate)
         hits = newer_first(
             [message_hit(c.msg, parts) for c, parts in ranked], plan.content, ctx.tuning.newer_first
         )
@@ -211,6 +213,7 @@ class MessageSearch:
         has_sem: bool,
         mode: Mode,
         limit: int,
+        gate: ScoringWeights,
     ) -> list[tuple[_MsgCand, ScoreParts]]:
         """Score, order, and gate messages.
 
@@ -243,7 +246,7 @@ class MessageSearch:
                 superseded=float(c.superseded),
                 confidence=MESSAGE_CONFIDENCE,
                 weights=w,
-                gate=ctx.weights,
+                gate=gate,
             )
 
         def quick(c: _MsgCand, bm: float) -> float:

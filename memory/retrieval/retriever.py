@@ -168,6 +168,8 @@ class Retriever:
                 )
             )
         hits.sort(key=lambda h: -h.score)
+        if gate and not ctx.gates.calibration_for(qv and qv[0]).covers(h.parts for h in hits):
+            hits = []  # nothing in memory is about this query
         ctx.timings["search_ms"] = (time.perf_counter() - started) * 1000
         return hits[:limit]
 
