@@ -192,6 +192,11 @@ def abstention_block(unanswerable: Sequence[int], answerable: Sequence[int]) -> 
 
 
 def format_abstention(block: dict[str, Any], label: str) -> str:
+    if not block["n"]:
+        return (
+            f"abstention: no {label} in this data set (answerable questions with no strict hit: "
+            f"{block['answerable_no_strict_hit_share'] * 100:.1f} % of {block['answerable_n']})"
+        )
     return (
         f"abstention ({label}): {block['no_strict_hit_share'] * 100:.1f} % of {block['n']}"
         f" get no strict hit (answerable questions with no strict hit: "
