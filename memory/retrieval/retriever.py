@@ -126,7 +126,9 @@ class Retriever:
         """Hits best first, at most ``limit`` (clamped to 1..search_limit_max).
 
         With ``gate`` (the default: strict search) only hits that
-        pass the relevance gate are returned, maybe none. ``gate=False`` is a
+        pass the relevance gate are returned, maybe none: none at all when no
+        passing hit shows the query covered (the embedding model's
+        calibration, ``memory.retrieval.gate_calibration``). ``gate=False`` is a
         ranking view: every candidate, best first, whether it passes or not
         (each hit's ``parts.passed`` still tells) — what a retrieval benchmark
         measures, since the gate is a precision choice made after ranking.
