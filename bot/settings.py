@@ -260,6 +260,10 @@ def _cross_checks(s: Settings) -> list[str]:
                 s.dashboard_config()
             except GuildloreError as exc:
                 problems.append(f"dashboard: {exc}")
+    try:
+        s.retrieval_config()
+    except GuildloreError as exc:
+        problems.append(f"embedding.gate_calibration: {exc}")
     llm = s.llm_config()
     if s.llm_extractor == "llm" and not llm.enabled:
         problems.append(

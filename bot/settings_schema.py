@@ -20,7 +20,9 @@ from memory import (
     IngestConfig,
     LLMConfig,
     MemoryConfig,
+    RetrievalConfig,
     SnapshotConfig,
+    load_calibration_file,
 )
 
 CONFIG_ENV = "GUILDLORE_CONFIG"
@@ -170,6 +172,11 @@ class Settings(BaseModel):
         env="DEFAULT_MEMORY_EMBEDDING_MODEL",
     )
     embedding_threads: int = setting(2, "CPU threads for the local embedding model.", ge=1, le=64)
+    embedding_gate_calibration: Path | None = setting(
+        None,
+        "JSON file of strict-search gate thresholds by embedding model name (written by "
+        "`bench/calibrate_gate.py`); its models replace the shipped calibrations.",
+    )
 
     # -- ingest ---------------------------------------------------------------
     ingest_queue_capacity: int = setting(400, "Ingest queue capacity (oldest dropped).", ge=1)
@@ -370,11 +377,19 @@ class Settings(BaseModel):
                 provider=self.embedding_provider, threads=self.embedding_threads
             ),
             llm=self.llm_config(),
+            retrieval=self.retrieval_config(),
             action_log=ActionLogConfig(
                 keep_days=self.jobs_action_log_keep_days, max_rows=self.jobs_action_log_max_rows
             ),
             compaction_delay_s=self.jobs_compaction_delay_s,
         )
+
+    def retrieval_config(self) -> RetrievalConfig:
+        """Raises memory.errors.InvalidInput for a calibration file it cannot use."""
+        path = self.embedding_gate_calibration
+        if path is None:
+            return RetrievalConfig()
+        return RetrievalConfig(gate_calibration=load_calibration_file(path))
 
     def dashboard_config(self) -> DashboardConfig:
         """Raises memory.errors.ConfigError for values the dashboard refuses."""

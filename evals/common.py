@@ -133,6 +133,15 @@ async def rank(
     return ranked_message_ids(hits), ms
 
 
+async def strict_search(
+    memory: Memory, guild_id: str, query: str, limit: int
+) -> tuple[list[str], int]:
+    """Strict search's ranked message ids and its number of hits (0: the
+    engine answers "nothing relevant")."""
+    hits = await memory.search(guild_id, query, limit=limit, scope="all", gate=True)
+    return ranked_message_ids(hits), len(hits)
+
+
 def ranked_message_ids(hits: Sequence[Hit]) -> list[str]:
     """Message ids in rank order: a fact counts as its source message; duplicates dropped."""
     out: dict[str, None] = {}
@@ -165,6 +174,34 @@ def recall_block(
         out[f"hit@{k}"] = statistics.fmean(p[1] for p in pairs) if pairs else 0.0
     out["n"] = len(scored)
     return out
+
+
+def abstention_block(unanswerable: Sequence[int], answerable: Sequence[int]) -> dict[str, Any]:
+    """From strict search's hit counts: the share of unanswerable questions
+    given no hit at all, and for contrast the share of answerable ones."""
+
+    def none_share(counts: Sequence[int]) -> float:
+        return statistics.fmean(1.0 if n == 0 else 0.0 for n in counts) if counts else 0.0
+
+    return {
+        "n": len(unanswerable),
+        "no_strict_hit_share": none_share(unanswerable),
+        "answerable_n": len(answerable),
+        "answerable_no_strict_hit_share": none_share(answerable),
+    }
+
+
+def format_abstention(block: dict[str, Any], label: str) -> str:
+    if not block["n"]:
+        return (
+            f"abstention: no {label} in this data set (answerable questions with no strict hit: "
+            f"{block['answerable_no_strict_hit_share'] * 100:.1f} % of {block['answerable_n']})"
+        )
+    return (
+        f"abstention ({label}): {block['no_strict_hit_share'] * 100:.1f} % of {block['n']}"
+        f" get no strict hit (answerable questions with no strict hit: "
+        f"{block['answerable_no_strict_hit_share'] * 100:.1f} % of {block['answerable_n']})"
+    )
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -15,7 +15,12 @@ Metrics (per category and over categories 1–4):
 * ``recall@k`` — the fraction of a question's evidence turns found in the top
   k turns, averaged over questions (the LoCoMo paper's definition);
 * ``hit@k`` — the fraction of questions with at least one evidence turn in
-  the top k.
+  the top k;
+* ``strict`` — the same recall of strict search (the relevance gate on, as
+  replies and the API search): what the gate keeps of the evidence;
+* ``abstention`` — category 5 (adversarial: the premise is false, e.g. the
+  other speaker did it) is the unanswerable set: the share of its questions
+  strict search answers with no hit at all.
 
 Questions without evidence turns are skipped (they cannot be scored).
 """
@@ -32,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from evals.common import (
+    abstention_block,
+    format_abstention,
     format_recall_table,
     ingest,
     latency,
@@ -39,6 +46,7 @@ from evals.common import (
     rank,
     recall_block,
     safe_id,
+    strict_search,
     timestamp,
     warm,
 )
@@ -55,6 +63,7 @@ CATEGORY_NAMES: dict[str, str] = {
     "4": "single-hop",
     "5": "adversarial",
 }
+UNANSWERABLE_CATEGORY = "5"
 CHANNEL = "chat"
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 # Between evidence ids: commas, semicolons, blanks, and a full stop that ends
@@ -202,6 +211,8 @@ class QuestionResult:
     question: Question
     ranked: list[str]
     ms: float
+    strict: list[str] = field(default_factory=list)  # strict search's ranked ids
+    strict_hits: int = 0
 
 
 def summarise(
@@ -213,13 +224,27 @@ def summarise(
     def block(rs: Sequence[QuestionResult]) -> dict[str, float]:
         return recall_block([(r.ranked, r.question.evidence) for r in rs], ks)
 
+    def strict_block(rs: Sequence[QuestionResult]) -> dict[str, float]:
+        return recall_block([(r.strict, r.question.evidence) for r in rs], ks)
+
     headline = [r for r in results if r.question.category in HEADLINE_CATEGORIES]
+    unanswerable = [r for r in results if r.question.category == UNANSWERABLE_CATEGORY]
     return {
         "k": list(ks),
         "overall_1_4": block(headline),
         "by_category": {
             c: block([r for r in results if r.question.category == c]) for c in CATEGORIES
         },
+        "strict": {
+            "overall_1_4": strict_block(headline),
+            "by_category": {
+                c: strict_block([r for r in results if r.question.category == c])
+                for c in HEADLINE_CATEGORIES
+            },
+        },
+        "abstention": abstention_block(
+            [r.strict_hits for r in unanswerable], [r.strict_hits for r in headline]
+        ),
         "questions": len(results),
         # Evidence ids naming no turn of the conversation (e.g. a turn the
         # data set dropped): left out of the question's evidence.
@@ -238,6 +263,17 @@ def format_table(summary: dict[str, Any]) -> str:
         if summary["by_category"][c]["n"]
     ]
     lines = format_recall_table("category", rows, ("overall 1-4", summary["overall_1_4"]), ks)
+    strict = summary["strict"]
+    strict_rows = [
+        (f"{c} {CATEGORY_NAMES[c]}", strict["by_category"][c])
+        for c in HEADLINE_CATEGORIES
+        if strict["by_category"][c]["n"]
+    ]
+    lines.append("strict search (gate on):")
+    lines.extend(
+        format_recall_table("category", strict_rows, ("overall 1-4", strict["overall_1_4"]), ks)
+    )
+    lines.append(format_abstention(summary["abstention"], "category 5"))
     lines.append(
         f"questions {summary['questions']}, ingest {summary['ingest_seconds']:.1f} s, "
         f"query p50 {summary['query_ms']['p50']:.1f} ms, p95 {summary['query_ms']['p95']:.1f} ms"
@@ -263,7 +299,8 @@ async def answer(
             if not q.evidence:
                 continue
             ranked, ms = await rank(memory, conv.guild_id, q.question, limit, gate=gate)
-            results.append(QuestionResult(q, ranked, ms))
+            strict, n = await strict_search(memory, conv.guild_id, q.question, limit)
+            results.append(QuestionResult(q, ranked, ms, strict, n))
     return results
 
 

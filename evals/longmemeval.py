@@ -27,6 +27,8 @@ a fact hit counts as its source message. Reported:
 * abstention questions (``question_id`` ending in ``_abs``: the premise is
   false, nothing in the history answers them) are not scored for recall; the
   share that strict search answers with no hit at all is reported instead;
+* ``strict``: recall@k of strict search (the relevance gate on, as replies
+  and the API search) by question type: what the gate keeps of the evidence;
 * query latency p50/p95 of the ranking search.
 """
 
@@ -39,13 +41,15 @@ import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from evals.common import (
     SettableClock,
+    abstention_block,
+    format_abstention,
     format_recall_table,
     ingest,
     latency,
@@ -54,6 +58,7 @@ from evals.common import (
     recall_block,
     safe_id,
     score_question,
+    strict_search,
     timestamp,
     warm,
 )
@@ -63,8 +68,6 @@ DEFAULT_K: tuple[int, ...] = (5, 10, 25)
 # Ranked message ids kept per question (search's largest limit).
 RANK_DEPTH = 50
 NEWEST_FIRST_K = 10
-# Strict search's limit when checking whether a question gets any hit at all.
-STRICT_LIMIT = 10
 KNOWLEDGE_UPDATE = "knowledge-update"
 # The official types, in the paper's order; others found in a file follow.
 TYPES: tuple[str, ...] = (
@@ -260,6 +263,7 @@ class QuestionResult:
     ranked: list[str]
     ms: float
     strict_hits: int
+    strict: list[str] = field(default_factory=list)  # strict search's ranked ids
 
 
 def question_record(r: QuestionResult, ks: Sequence[int]) -> dict[str, Any]:
@@ -278,6 +282,9 @@ def question_record(r: QuestionResult, ks: Sequence[int]) -> dict[str, Any]:
         "hit": {},
         "newest_first": None,
         "strict_hits": r.strict_hits,
+        "strict_evidence_ranks": {
+            mid: n + 1 for n, mid in enumerate(r.strict) if mid in set(item.evidence)
+        },
         "ms": round(r.ms, 3),
     }
     if scored:
@@ -306,6 +313,9 @@ def summarise(
     def block(rs: Sequence[QuestionResult]) -> dict[str, float]:
         return recall_block([(r.ranked, r.item.evidence) for r in rs], ks)
 
+    def strict_block(rs: Sequence[QuestionResult]) -> dict[str, float]:
+        return recall_block([(r.strict, r.item.evidence) for r in rs], ks)
+
     updates = [r for r in scored if r.item.question_type == KNOWLEDGE_UPDATE]
     with_older = [r for r in updates if len(r.item.evidence) > 1]
 
@@ -314,9 +324,6 @@ def summarise(
 
     def is_newest_first(r: QuestionResult) -> bool:
         return newest_first(r.ranked, r.item.evidence)
-
-    def no_strict_hit(r: QuestionResult) -> bool:
-        return r.strict_hits == 0
 
     return {
         "k": list(ks),
@@ -330,12 +337,15 @@ def summarise(
             "n_with_older": len(with_older),
             "share_with_older": share(with_older, is_newest_first),
         },
-        "abstention": {
-            "n": len(abstain),
-            "no_strict_hit_share": share(abstain, no_strict_hit),
-            # For contrast: answerable questions strict search answers with nothing.
-            "answerable_no_strict_hit_share": share(scored, no_strict_hit),
+        "strict": {
+            "overall": strict_block(scored),
+            "by_type": {
+                t: strict_block([r for r in scored if r.item.question_type == t]) for t in types
+            },
         },
+        "abstention": abstention_block(
+            [r.strict_hits for r in abstain], [r.strict_hits for r in scored]
+        ),
         "questions": len(results),
         "unscored_no_evidence": sum(
             1 for r in results if not r.item.evidence and not r.item.abstention
@@ -359,11 +369,17 @@ def format_table(summary: dict[str, Any]) -> str:
         f" ({nf['share_with_older'] * 100:.1f} of the {nf['n_with_older']} with an older"
         " evidence turn)"
     )
-    lines.append(
-        f"abstention: {ab['no_strict_hit_share'] * 100:.1f} of {ab['n']} get no strict hit"
-        f" (answerable questions with no strict hit: "
-        f"{ab['answerable_no_strict_hit_share'] * 100:.1f})"
+    strict = summary["strict"]
+    lines.append("strict search (gate on):")
+    lines.extend(
+        format_recall_table(
+            "question type",
+            list(strict["by_type"].items()),
+            ("overall", strict["overall"]),
+            ks,
+        )
     )
+    lines.append(format_abstention(ab, "_abs questions"))
     lines.append(
         f"questions {summary['questions']}, turns {summary['turns']}, "
         f"run {summary['seconds']:.1f} s ({summary['seconds_per_question']:.2f} s/question, "
@@ -397,8 +413,8 @@ async def answer(
         seconds = report.seconds
     await warm(memory, item.guild_id, RANK_DEPTH)
     ranked, ms = await rank(memory, item.guild_id, item.question, RANK_DEPTH, gate=gate)
-    strict = await memory.search(item.guild_id, item.question, limit=STRICT_LIMIT, scope="all")
-    return QuestionResult(item, ranked, ms, len(strict)), seconds
+    strict, hits = await strict_search(memory, item.guild_id, item.question, RANK_DEPTH)
+    return QuestionResult(item, ranked, ms, hits, strict), seconds
 
 
 async def run_benchmark(

@@ -30,6 +30,7 @@ from memory.config import (
     IngestConfig,
     LLMConfig,
     MemoryConfig,
+    RetrievalConfig,
     SnapshotConfig,
 )
 from memory.consolidation_llm import PairChecker
@@ -68,6 +69,7 @@ from memory.models import (
     Trace,
 )
 from memory.reply_record import record_reply_context
+from memory.retrieval.gate_calibration import load_calibration_file
 from memory.roles.members import MemberFact, MemberRecord, NotYours
 from memory.store.retention import RetentionTimer
 from memory.store.sqlite import capabilities as sqlite_capabilities
@@ -108,6 +110,7 @@ __all__ = [
     "PendingFact",
     "ReplyRequest",
     "ReplyResult",
+    "RetrievalConfig",
     "RetentionTimer",
     "RuleExtractor",
     "SearchScope",
@@ -128,6 +131,7 @@ __all__ = [
     "iso",
     "iter_paths",
     "list_models",
+    "load_calibration_file",
     "parse_guild_setting",
     "parse_iso",
     "provider_default_model",

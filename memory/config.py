@@ -6,8 +6,13 @@ builds a ``MemoryConfig``; the engine itself never reads the environment.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memory.retrieval.gate_calibration import GateCalibration
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,9 @@ class RetrievalConfig:
     subject_recent: int = 24
     backfill_per_query: int = 8
     recency_half_days: float = 45.0
+    # Relevance-gate thresholds by embedding model name, on top of the ones
+    # shipped with the package (``memory.retrieval.gate_calibration``).
+    gate_calibration: Mapping[str, GateCalibration] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -455,3 +455,33 @@ def test_locomo_end_to_end(tmp_path: Path, local_embedder: Any) -> None:
     assert "1 multi-hop" in table and "4 single-hop" in table
     assert "2 temporal" not in table  # no question of that category: no row of zeros
     assert "evidence ids naming no turn (left out): 1" in table
+
+
+def test_locomo_summary_reports_strict_recall_and_category_5_abstention_by_hand() -> None:
+    def q(category: str, evidence: tuple[str, ...]) -> locomo.Question:
+        return locomo.Question("c", f"q{category}", category, evidence)
+
+    results = [
+        # Answerable: the ranking view finds both turns, strict search one.
+        locomo.QuestionResult(q("4", ("t1", "t2")), ["t1", "t2"], 1.0, ["t1"], 1),
+        # Answerable, but strict search answers nothing.
+        locomo.QuestionResult(q("1", ("t3",)), ["t3"], 1.0, [], 0),
+        # Unanswerable (false premise): one answered, one with no strict hit.
+        locomo.QuestionResult(q("5", ("t4",)), ["t4"], 1.0, ["t4"], 1),
+        locomo.QuestionResult(q("5", ("t5",)), ["t5"], 1.0, [], 0),
+    ]
+    s = locomo.summarise(results, [1, 5], 0.0)
+    assert s["overall_1_4"]["recall@5"] == 1.0
+    assert s["strict"]["overall_1_4"]["recall@5"] == pytest.approx((0.5 + 0.0) / 2)
+    assert s["strict"]["by_category"]["4"]["recall@1"] == 0.5
+    assert s["strict"]["by_category"]["1"]["hit@5"] == 0.0
+    assert "5" not in s["strict"]["by_category"]  # unanswerable: not scored for recall
+    assert s["abstention"] == {
+        "n": 2,
+        "no_strict_hit_share": 0.5,
+        "answerable_n": 2,
+        "answerable_no_strict_hit_share": 0.5,
+    }
+    table = locomo.format_table(s)
+    assert "strict search (gate on):" in table
+    assert "abstention (category 5): 50.0 % of 2 get no strict hit" in table

@@ -14,6 +14,7 @@ from memory.clock import Clock
 from memory.config import RetrievalConfig
 from memory.embed.service import EmbeddingService
 from memory.models import ScoreParts
+from memory.retrieval.gate_calibration import GateTable
 from memory.retrieval.newer_first import DEFAULT_NEWER_FIRST, NewerFirstRule
 from memory.retrieval.query import EMPTY_NAMES, MemberNames, QueryPlan, plan_query
 from memory.retrieval.scoring import (
@@ -69,6 +70,7 @@ class SearchContext:
         self.cfg = cfg
         self.clock = clock
         self.weights = weights
+        self.gates = GateTable(weights, cfg.gate_calibration)
         self.message_weights = message_weights
         self.tuning = tuning or RetrievalTuning()
         self.vectors = Vectors(
@@ -114,10 +116,19 @@ class SearchContext:
             return self.vectors.stored(kind, model, guild_id, vec)
         return self.vectors.search(kind, model, guild_id, vec)
 
+    def gate_weights(self, qv: QueryVector | None) -> ScoringWeights:
+        """The fusion weights with the gate calibrated for the query vector's model."""
+        return self.gates.weights_for(None if qv is None else qv[0])
+
     def rank(
-        self, scored: list[tuple[_C, ScoreParts]], mode: Mode, limit: int
+        self,
+        scored: list[tuple[_C, ScoreParts]],
+        mode: Mode,
+        limit: int,
+        weights: ScoringWeights | None = None,
     ) -> list[tuple[_C, ScoreParts]]:
         if mode == "all":
             ordered = sorted(scored, key=lambda c: (-c[1].combined, -c[1].lexical))
             return ordered[: max(0, limit)]
-        return rank(scored, strict=mode == "strict", limit=limit, weights=self.weights)
+        w = self.weights if weights is None else weights
+        return rank(scored, strict=mode == "strict", limit=limit, weights=w)

@@ -18,6 +18,7 @@ from memory.retrieval.query import QueryPlan
 from memory.retrieval.related import boost, links_of
 from memory.retrieval.scoring import (
     LexicalQuery,
+    ScoringWeights,
     bm25_normalise,
     channel_score,
     fuse,
@@ -93,9 +94,10 @@ class FactSearch:
             cands = [c for c in cands if c.fact.channel_id is None or c.fact.channel_id in visible]
         if only is not None:
             cands = [c for c in cands if only.keep(c.fact)]
-        scored = self._score(plan, cands, channel_id, qv is not None)
+        weights = ctx.gate_weights(qv)
+        scored = self._score(plan, cands, channel_id, qv is not None, weights)
         scored = boost(scored, [c.fact.id for c in cands], {c.fact.id: c.links for c in cands})
-        ranked = ctx.rank(scored, mode, limit)
+        ranked = ctx.rank(scored, mode, limit, weights)
         ctx.timings["facts_ms"] = (time.perf_counter() - started) * 1000
         return [fact_hit(c.fact, parts) for c, parts in ranked]
 
@@ -211,7 +213,12 @@ class FactSearch:
         return split, part
 
     def _score(
-        self, plan: QueryPlan, cands: list[_FactCand], channel_id: str | None, has_sem: bool
+        self,
+        plan: QueryPlan,
+        cands: list[_FactCand],
+        channel_id: str | None,
+        has_sem: bool,
+        weights: ScoringWeights,
     ) -> list[tuple[_FactCand, ScoreParts]]:
         cfg = self.ctx.cfg
         now = self.ctx.clock()
@@ -233,7 +240,7 @@ class FactSearch:
                 channel_score(f.channel_id, channel_id),
                 bm,
                 explain=True,
-                weights=self.ctx.weights,
+                weights=weights,
                 canon=f.fact_type == "canon",
             )
             if f.fact_type == "insight":

@@ -19,6 +19,7 @@ from memory.retrieval.newer_first import newer_first
 from memory.retrieval.query import QueryPlan
 from memory.retrieval.scoring import (
     LexicalQuery,
+    ScoringWeights,
     bm25_normalise,
     channel_score,
     fuse_message,
@@ -123,7 +124,8 @@ class MessageSearch:
             )
             if n:  # gathered again; an offered upper FTS range is reused
                 got = await ctx.db.read(self._gather, guild_id, plan, vs, skip, upper)
-        ranked = self._rank(plan, got.cands, channel_id, qv is not None, mode, limit)
+        gate = ctx.gate_weights(qv)
+        ranked = self._rank(plan, got.cands, channel_id, qv is not None, mode, limit, gate)
         hits = newer_first(
             [message_hit(c.msg, parts) for c, parts in ranked], plan.content, ctx.tuning.newer_first
         )
@@ -279,6 +281,7 @@ class MessageSearch:
         has_sem: bool,
         mode: Mode,
         limit: int,
+        gate: ScoringWeights,
     ) -> list[tuple[_MsgCand, ScoreParts]]:
         """Score, order, and gate messages.
 
@@ -311,7 +314,7 @@ class MessageSearch:
                 superseded=float(c.superseded),
                 confidence=MESSAGE_CONFIDENCE,
                 weights=w,
-                gate=ctx.weights,
+                gate=gate,
             )
 
         def quick(c: _MsgCand, bm: float) -> float:

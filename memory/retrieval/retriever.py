@@ -127,7 +127,9 @@ class Retriever:
         """Hits best first, at most ``limit`` (clamped to 1..search_limit_max).
 
         With ``gate`` (the default: strict search) only hits that
-        pass the relevance gate are returned, maybe none. ``gate=False`` is a
+        pass the relevance gate are returned, maybe none: none at all when no
+        passing hit shows the query covered (the embedding model's
+        calibration, ``memory.retrieval.gate_calibration``). ``gate=False`` is a
         ranking view: every candidate, best first, whether it passes or not
         (each hit's ``parts.passed`` still tells) — what a retrieval benchmark
         measures, since the gate is a precision choice made after ranking.
@@ -169,6 +171,8 @@ class Retriever:
                 )
             )
         hits.sort(key=lambda h: -h.score)
+        if gate and not ctx.gates.calibration_for(qv and qv[0]).covers(h.parts for h in hits):
+            hits = []  # nothing in memory is about this query
         ctx.timings["search_ms"] = (time.perf_counter() - started) * 1000
         return hits[:limit]
 

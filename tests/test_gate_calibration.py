@@ -1,0 +1,184 @@
+"""The strict gate's per-model calibration: the file format, the setting that
+overrides the shipped calibration, and what strict search answers with it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.settings import SettingsError, load_settings
+from memory.embed.local import LOCAL_MODEL_ID
+from memory.errors import InvalidInput
+from memory.models import IncomingMessage
+from memory.retrieval.gate_calibration import (
+    GateCalibration,
+    GateTable,
+    bundled_calibrations,
+    dump_calibrations,
+    load_calibration_file,
+    parse_calibrations,
+)
+from memory.retrieval.scoring import DEFAULT_WEIGHTS
+
+OTHER_MODEL = "text-embedding-3-small"
+
+
+def test_a_calibration_round_trips_through_the_file_and_the_setting(tmp_path: Path) -> None:
+    mine = GateCalibration(
+        sem_min=0.61,
+        lex_min_with_semantic=0.55,
+        combined_min_with_semantic=0.9,
+        measured={"data": ["dev"], "abstention_pooled": 0.93},
+    )
+    path = tmp_path / "gate.json"
+    path.write_text(dump_calibrations({OTHER_MODEL: mine}), encoding="utf-8")
+    assert load_calibration_file(path) == {OTHER_MODEL: mine}
+    assert load_calibration_file(path)[OTHER_MODEL].measured["abstention_pooled"] == 0.93
+
+    config = tmp_path / "guildlore.toml"
+    config.write_text(f'[embedding]\ngate_calibration = "{path}"\n', encoding="utf-8")
+    settings = load_settings(config_file=config, env={})
+    retrieval = settings.memory_config().retrieval
+    assert retrieval.gate_calibration == {OTHER_MODEL: mine}
+
+    # The engine's table: the configured model gets its thresholds, the
+    # shipped model keeps its own, a query without a vector the defaults.
+    table = GateTable(DEFAULT_WEIGHTS, retrieval.gate_calibration)
+    other = table.weights_for(OTHER_MODEL)
+    assert (other.sem_min, other.lex_min_with_semantic, other.combined_min_with_semantic) == (
+        0.61,
+        0.55,
+        0.9,
+    )
+    assert other.support_sem_min == DEFAULT_WEIGHTS.support_sem_min
+    assert other.with_semantic == DEFAULT_WEIGHTS.with_semantic  # fusion untouched
+    shipped = bundled_calibrations()[LOCAL_MODEL_ID]
+    assert table.weights_for(LOCAL_MODEL_ID).sem_min == shipped.sem_min
+    assert table.weights_for(None) == DEFAULT_WEIGHTS
+    assert table.weights_for("never-calibrated") == DEFAULT_WEIGHTS
+
+
+def test_a_configured_calibration_replaces_the_shipped_one_for_its_model(tmp_path: Path) -> None:
+    path = tmp_path / "gate.json"
+    path.write_text(json.dumps({LOCAL_MODEL_ID: {"sem_min": 0.9}}), encoding="utf-8")
+    overrides = load_calibration_file(path)
+    table = GateTable(DEFAULT_WEIGHTS, overrides)
+    assert table.weights_for(LOCAL_MODEL_ID).sem_min == 0.9
+    # Fields the file leaves out keep the engine's defaults, not the shipped ones.
+    assert (
+        table.weights_for(LOCAL_MODEL_ID).lex_min_with_semantic
+        == DEFAULT_WEIGHTS.lex_min_with_semantic
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        ([1, 2], "JSON object"),
+        ({"m": {"sem_minimum": 0.3}}, "unknown field(s) sem_minimum"),
+        ({"m": {"sem_min": 2}}, "0..1.5"),
+        ({"m": {"sem_min": "high"}}, "0..1.5"),
+        ({"m": {"sem_min": True}}, "0..1.5"),
+        ({"m": 0.3}, "object of thresholds"),
+        ({"": {}}, "non-empty"),
+    ],
+)
+def test_a_bad_calibration_is_refused_with_the_reason(data: Any, says: str) -> None:
+    with pytest.raises(InvalidInput, match=says.replace("(", r"\(").replace(")", r"\)")):
+        parse_calibrations(data)
+
+
+def test_a_broken_calibration_file_is_a_settings_problem(tmp_path: Path) -> None:
+    path = tmp_path / "gate.json"
+    path.write_text("{not json", encoding="utf-8")
+    config = tmp_path / "guildlore.toml"
+    config.write_text(f'[embedding]\ngate_calibration = "{path}"\n', encoding="utf-8")
+    with pytest.raises(SettingsError) as err:
+        load_settings(config_file=config, env={})
+    assert any(
+        "embedding.gate_calibration" in p and "not valid JSON" in p for p in err.value.problems
+    )
+
+
+def test_the_shipped_calibration_covers_the_bundled_model() -> None:
+    shipped = bundled_calibrations()
+    assert LOCAL_MODEL_ID in shipped
+    # It was measured, and says on what.
+    assert shipped[LOCAL_MODEL_ID].measured["data"]
+
+
+# -- strict search with the shipped calibration -------------------------------------------------
+
+GUILD = "g-gate"
+# A small guild with a few running topics, written for this test.
+LINES: tuple[tuple[str, str], ...] = (
+    ("mara", "My sourdough starter finally doubled overnight, I fed it rye flour twice a day"),
+    ("mara", "Baked two loaves this morning, the crumb was open and a little sour"),
+    ("tomas", "Which flour do you use for the starter, rye or whole wheat?"),
+    ("mara", "Rye for the starter, bread flour for the dough itself"),
+    ("tomas", "I replaced the rear derailleur on my road bike, shifting is smooth again"),
+    ("tomas", "The chain was stretched too, so I put on a new 11-speed chain"),
+    ("ines", "We hiked the ridge trail above Lake Orta on Saturday, six hours up and down"),
+    ("ines", "The view from the summit hut was worth every step"),
+    ("mara", "Ines, did you take the cable car back down or walk?"),
+    ("ines", "We walked down, my knees still hurt today"),
+    ("tomas", "Anyone up for the board game night on Friday? I bring Catan"),
+    ("ines", "I can bring snacks for the game night, maybe nachos"),
+    ("mara", "I'm starting a pottery class next month at the community center"),
+    ("tomas", "My sister just adopted a grey kitten called Pixel"),
+    ("ines", "I switched my phone plan, it is cheaper and has more data now"),
+    ("mara", "The sourdough discard makes great pancakes, by the way"),
+)
+ON_TOPIC = (
+    "what flour does Mara feed her sourdough starter?",
+    "what did Tomas fix on his bike?",
+    "where did Ines go hiking?",
+    "who brings snacks to game night?",
+    "what is the name of the kitten?",
+)
+OFF_TOPIC = (
+    "papyrus",
+    "what is the capital of Australia?",
+    "did anyone mention their tax return deadline?",
+    "how do I configure a Kubernetes ingress controller?",
+    "recommendations for a jazz saxophone teacher",
+)
+
+
+async def _guild(make_memory: Callable[..., Any]) -> Any:
+    mem = await make_memory()
+    start = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
+    for n, (author, text) in enumerate(LINES):
+        await mem.ingest_message(
+            IncomingMessage(
+                id=f"m{n}",
+                guild_id=GUILD,
+                channel_id="general",
+                author_id=author,
+                author_name=author.capitalize(),
+                content=text,
+                created_at=(start + timedelta(minutes=7 * n)).isoformat(),
+            )
+        )
+    await mem.settle(timeout=60)
+    return mem
+
+
+async def test_strict_search_answers_on_topic_queries_and_nothing_off_topic(
+    make_memory: Callable[..., Any],
+) -> None:
+    mem = await _guild(make_memory)
+    for query in ON_TOPIC:
+        hits = await mem.search(GUILD, query, scope="all", limit=5)
+        assert hits, f"on-topic {query!r} got no hit"
+    for query in OFF_TOPIC:
+        hits = await mem.search(GUILD, query, scope="all", limit=5)
+        assert hits == [], f"off-topic {query!r} got {[h.text for h in hits]}"
+        # The ranking view still ranks candidates: the gate, not the
+        # retrieval, is what answers "nothing".
+        assert await mem.search(GUILD, query, scope="all", limit=5, gate=False)
