@@ -130,7 +130,7 @@ async def rank(
     t0 = time.perf_counter()
     hits = await memory.search(guild_id, query, limit=limit, scope="all", gate=gate)
     ms = (time.perf_counter() - t0) * 1000
-    return ranked_message_ids(hits), ms
+    return await ranked_message_ids(memory, guild_id, hits), ms
 
 
 async def strict_search(
@@ -139,16 +139,24 @@ async def strict_search(
     """Strict search's ranked message ids and its number of hits (0: the
     engine answers "nothing relevant")."""
     hits = await memory.search(guild_id, query, limit=limit, scope="all", gate=True)
-    return ranked_message_ids(hits), len(hits)
+    return await ranked_message_ids(memory, guild_id, hits), len(hits)
 
 
-def ranked_message_ids(hits: Sequence[Hit]) -> list[str]:
-    """Message ids in rank order: a fact counts as its source message; duplicates dropped."""
+async def ranked_message_ids(memory: Memory, guild_id: str, hits: Sequence[Hit]) -> list[str]:
+    """Message ids in rank order, duplicates dropped. A fact counts as every
+    message it was observed in (its ``fact_sources``; a paraphrase said again
+    is one fact with two observations), newest observation first; a fact with
+    no recorded observation counts as its source message."""
     out: dict[str, None] = {}
     for h in hits:
-        mid = h.id if h.kind == "message" else h.source_message_id
-        if mid:
-            out.setdefault(mid, None)
+        if h.kind == "message":
+            out.setdefault(h.id, None)
+            continue
+        seen = await memory.facts.sources(guild_id, int(h.id))
+        mids: list[str | None] = [s.message_id for s in reversed(seen)] or [h.source_message_id]
+        for mid in mids:
+            if mid:
+                out.setdefault(mid, None)
     return list(out)
 
 

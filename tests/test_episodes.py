@@ -264,3 +264,17 @@ async def test_a_channels_episodes_stay_within_its_budget(
     assert second[0].text != first[0].text
     history = await mem.facts.history(GUILD, first[0].fact_id)
     assert any(h.event == "archive" and "budget" in (h.reason or "") for h in history)
+
+
+async def test_identical_summaries_ending_in_the_same_minute_all_get_written(
+    make_memory: Any, clock: FakeClock
+) -> None:
+    # Three channels hold the same talk at the same times: three episodes with
+    # the same words and the same end, which must not fail the run (the text
+    # is unique per guild) nor leave a channel without its episode.
+    mem = await engine(make_memory, clock)
+    await ingest(mem, *talk(CHANNEL), *talk(PRIVATE), *talk(ELSEWHERE))
+    made = await run_at(mem, clock, 40)
+    assert sorted(e.channel_id for e in made) == sorted([CHANNEL, PRIVATE, ELSEWHERE])
+    assert len({e.text for e in made}) == 3
+    assert await run_at(mem, clock, 90) == []

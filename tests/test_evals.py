@@ -485,3 +485,21 @@ def test_locomo_summary_reports_strict_recall_and_category_5_abstention_by_hand(
     table = locomo.format_table(s)
     assert "strict search (gate on):" in table
     assert "abstention (category 5): 50.0 % of 2 get no strict hit" in table
+
+
+async def test_a_fact_hit_counts_as_every_message_it_was_observed_in(make_memory: Any) -> None:
+    """Said twice, a fact is one row with two observations (the write decision's
+    noop): the harness credits both messages, the newest first, where it once
+    credited only the first source."""
+    from tests.helpers import ALICE, GUILD, msg
+    from tests.test_decision import ingest
+
+    mem = await make_memory()
+    older = msg("I live in Lisbon.", author=ALICE, created_at="2026-01-05T10:00:00+00:00")
+    newer = msg("I live in Lisbon.", author=ALICE, created_at="2026-03-05T10:00:00+00:00")
+    await ingest(mem, older, newer)
+    hits = await mem.search(GUILD, "Where does Alice live?", scope="facts", gate=False)
+    facts = [h for h in hits if h.kind == "fact"]
+    assert len(facts) == 1
+    ranked = await common.ranked_message_ids(mem, GUILD, facts)
+    assert ranked == [newer.id, older.id]

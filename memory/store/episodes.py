@@ -92,6 +92,14 @@ def set_mark(con: Any, guild_id: str, channel_id: str, created_at: str, seq: int
     )
 
 
+def _episode_text_taken(con: Any, guild_id: str, text: str) -> bool:
+    row = con.execute(
+        "SELECT 1 FROM memory_facts WHERE guild_id = ? AND subject = ? AND fact = ?",
+        (guild_id, EPISODE_SUBJECT, text),
+    ).fetchone()
+    return row is not None
+
+
 def insert_episode(
     con: Any,
     guild_id: str,
@@ -105,15 +113,15 @@ def insert_episode(
     """Store an episode written from ``messages`` (oldest first): a fact of
     type ``episode`` sourced by each of them, its span, an ``add`` history row."""
     first, last = messages[0], messages[-1]
-    taken = con.execute(
-        "SELECT 1 FROM memory_facts WHERE guild_id = ? AND subject = ? AND fact = ?",
-        (guild_id, EPISODE_SUBJECT, text),
-    ).fetchone()
-    if taken is not None:
-        # Two stretches can summarise to the same words (a channel that
-        # repeats itself); the text is unique per guild, so this one says
-        # when it ended rather than failing the run again and again.
-        text = f"{text} (until {last.created_at[:16].replace('T', ' ')})"
+    # Two stretches can summarise to the same words (a channel that repeats
+    # itself); the text is unique per guild, so this one says when it ended
+    # (and, if even that is taken, which one it is) rather than failing the
+    # run again and again.
+    ended = last.created_at[:16].replace("T", " ")
+    base, n = text, 1
+    while _episode_text_taken(con, guild_id, text):
+        text = f"{base} (until {ended})" if n == 1 else f"{base} (until {ended}, #{n})"
+        n += 1
     cur = con.execute(
         "INSERT INTO memory_facts (guild_id, channel_id, subject, fact, fact_type, "
         "evidence_text, source_message_id, confidence, is_active, created_at, updated_at, "
