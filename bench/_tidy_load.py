@@ -5,6 +5,7 @@ episode-summary calls, and the episode job running beside the load."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 from datetime import timedelta
@@ -25,6 +26,10 @@ TIDY_BUDGETS = {
 }
 EPISODE_EVERY_S = 10.0
 _ALIAS = re.compile(r"^\[M(\d+)\]", re.M)
+# Numbered so no two summaries are the same text, as a real model's seldom
+# are: the engine tells a repeated summary apart by the minute it ended,
+# and this load closes several episodes a minute.
+_SUMMARIES = itertools.count(1)
 _NUMBERED = re.compile(r"^\d+\. ", re.M)
 
 
@@ -47,7 +52,8 @@ def tidy_reply(body: dict[str, Any]) -> str:
         )
     if fmt.get("type") == "json_object" and user.startswith("Conversation in "):
         where = user.split(":", 1)[0][len("Conversation in ") :]
-        return json.dumps({"summary": f"The members of {where} talked about papyrology."})
+        n = next(_SUMMARIES)
+        return json.dumps({"summary": f"The members of {where} talked about papyrology ({n})."})
     return echo_facts_reply(body)
 
 
