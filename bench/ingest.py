@@ -49,6 +49,7 @@ import tempfile
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,7 @@ from bench._common import (
     print_table,
     write_json,
 )
+from bench._tidy_load import TIDY_BUDGETS, episode_loop, set_budgets, tidy_reply
 from memory.clock import iso, system_clock
 from memory.config import EmbeddingConfig, IngestConfig, MemoryConfig
 from memory.engine import Memory
@@ -119,12 +121,12 @@ class FakeServerThread:
     """The fake OpenAI server on its own loop, so it does not compete with the
     engine's loop (as a real LLM server would not)."""
 
-    def __init__(self, latency_s: float) -> None:
+    def __init__(self, latency_s: float, handler: Callable[[dict[str, Any]], str]) -> None:
         self.latency_s = latency_s
         self.loop = asyncio.new_event_loop()
         self.fake = FakeOpenAI()
         self.fake.latency_s = latency_s
-        self.fake.chat_handler = echo_facts_reply
+        self.fake.chat_handler = handler
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     def __enter__(self) -> FakeOpenAI:
@@ -224,9 +226,11 @@ async def sustained(
     export: Path,
     *,
     llm_decision: bool = False,
+    tidy: bool = False,
 ) -> dict[str, Any]:
     texts = cycle(export_texts(export))
-    with FakeServerThread(latency_s) as fake:
+    handler = tidy_reply if tidy else echo_facts_reply
+    with FakeServerThread(latency_s, handler) as fake:
         client = fake.client(timeout=30.0)
         extractor = LLMExtractor(client, "fake-extractor", timeout_s=30.0)
         cfg = MemoryConfig.for_data_dir(
@@ -237,7 +241,14 @@ async def sustained(
         sampler = WalSampler(cfg.db_path).start()
         mem = await Memory.open(cfg, extractor=extractor)
         await mem.embeddings.warm_up(GUILD)
+        if tidy:
+            await set_budgets(mem, GUILD)
         await mem.guilds.settings(GUILD)
+        episodes: list[int] = []
+        stop_episodes = asyncio.Event()
+        episode_job = (
+            asyncio.create_task(episode_loop(mem, episodes, stop_episodes)) if tidy else None
+        )
         max_depth = 0
         acks: list[float] = []
         latencies: list[float] = []  # ack → processed, seconds
@@ -267,9 +278,14 @@ async def sustained(
         sent_s = time.perf_counter() - started
         c_window = mem.admin.counters()
         backlog = mem.queue.depth + mem.queue.in_flight
+        stop_episodes.set()
         await mem.drain(120)
         drained_s = time.perf_counter() - started - sent_s
+        if episode_job is not None:
+            await episode_job
         await mem.settle(300)
+        budget_stats = mem.upkeep.budgets.stats
+        usage = await mem.upkeep.usage(GUILD)
         c = mem.admin.counters()
         requests = fake.chat_requests()
         decision_calls = sum(
@@ -287,6 +303,18 @@ async def sustained(
     return {
         "llm_latency_ms": latency_s * 1000,
         "llm_decision": llm_decision,
+        "episodes_and_budgets": tidy,
+        "budgets": TIDY_BUDGETS if tidy else None,
+        "episode_runs": len(episodes),
+        "episodes_created": sum(episodes),
+        "compactions": budget_stats.compactions,
+        "compaction_llm_calls": budget_stats.llm_calls,
+        "compaction_llm_applied": budget_stats.llm_applied,
+        "compaction_fallbacks": {k: v for k, v in budget_stats.fallbacks.items() if v},
+        "archived_by_budgets": budget_stats.archived,
+        "over_budget_at_end": [
+            f"{s.kind}:{s.key or ''} {s.used}/{s.budget}" for s in usage.scopes if s.used > s.budget
+        ],
         "offered_rate": rate,
         "seconds": seconds,
         "sent": i,
@@ -320,7 +348,9 @@ async def main() -> int:
     ap.add_argument("--burst", type=int, default=5000)
     ap.add_argument("--rate", type=float, default=30.0)
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--part", choices=("all", "burst", "sustained", "decision"), default="all")
+    ap.add_argument(
+        "--part", choices=("all", "burst", "sustained", "decision", "tidy"), default="all"
+    )
     ap.add_argument("--seconds", type=float, default=120.0, help="length of the LLM-decision run")
     ap.add_argument("--export", type=Path, default=EXPORT, help="a DiscordChatExporter JSON file")
     args = ap.parse_args()
@@ -355,11 +385,25 @@ async def main() -> int:
                     llm_decision=True,
                 )
             )
+        if args.part == "tidy":
+            runs.append(
+                await sustained(
+                    1.0,
+                    args.rate,
+                    decision_seconds,
+                    Path(tmp) / "tidy",
+                    args.export,
+                    llm_decision=True,
+                    tidy=True,
+                )
+            )
     load_after = loadavg()
     if b is not None:
         _print_burst(b)
     if runs:
         _print_sustained(runs, args.rate)
+    if any(r["episodes_and_budgets"] for r in runs):
+        _print_tidy([r for r in runs if r["episodes_and_budgets"]])
     print(
         f"\nload average before {load_before}, after {load_after} "
         f"({len(os.sched_getaffinity(0))} cores)"
@@ -398,6 +442,35 @@ def _print_burst(b: dict[str, Any]) -> None:
                 b["wal_peak_mib"],
                 b["db_mib"],
             ]
+        ],
+    )
+
+
+def _print_tidy(runs: list[dict[str, Any]]) -> None:
+    print("\nWith episodes and budgets on")
+    print_table(
+        [
+            "episode runs",
+            "episodes",
+            "compactions",
+            "compaction LLM calls",
+            "applied",
+            "fallbacks",
+            "archived by budgets",
+            "over budget at end",
+        ],
+        [
+            [
+                r["episode_runs"],
+                r["episodes_created"],
+                r["compactions"],
+                r["compaction_llm_calls"],
+                r["compaction_llm_applied"],
+                r["compaction_fallbacks"] or "none",
+                r["archived_by_budgets"],
+                ", ".join(r["over_budget_at_end"]) or "none",
+            ]
+            for r in runs
         ],
     )
 
