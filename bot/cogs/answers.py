@@ -42,6 +42,13 @@ def fit_lines(head: str, lines: list[str], tail: str = "") -> str:
     return out + (("\n" + tail) if tail else "")
 
 
+def fact_id_of(value: str) -> int | None:
+    """The fact id an autocomplete choice (or a typed number) carries; None for
+    anything else, so a made-up value is answered, not looked up."""
+    value = value.strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else None
+
+
 def is_operator(member: discord.Member) -> bool:
     return bool(member.guild_permissions.manage_guild)
 

@@ -18,7 +18,14 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.client import GuildloreBot
-from bot.cogs.answers import Answer, answer_command_error, fit_lines, guild_member, send_answer
+from bot.cogs.answers import (
+    Answer,
+    answer_command_error,
+    fact_id_of,
+    fit_lines,
+    guild_member,
+    send_answer,
+)
 from bot.cogs.groups import join_group, leave_group
 from bot.convert import visible_channel_ids
 from memory import (
@@ -90,15 +97,10 @@ async def export_me_answer(memory: Memory, guild: discord.Guild, member: discord
     )
 
 
-def _fact_id(value: str) -> int | None:
-    value = value.strip()
-    return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else None
-
-
 async def correct_answer(
     memory: Memory, guild: discord.Guild, member: discord.Member, fact: str, text: str
 ) -> Answer:
-    fact_id = _fact_id(fact)
+    fact_id = fact_id_of(fact)
     if fact_id is None:
         return Answer("Pick one of your facts from the list.")
     try:
@@ -115,7 +117,7 @@ async def correct_answer(
 async def forget_fact_answer(
     memory: Memory, guild: discord.Guild, member: discord.Member, fact: str
 ) -> Answer:
-    fact_id = _fact_id(fact)
+    fact_id = fact_id_of(fact)
     if fact_id is None:
         return Answer("Pick one of your facts from the list.")
     try:

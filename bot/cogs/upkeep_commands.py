@@ -22,6 +22,7 @@ from bot.cogs.answers import (
     Answer,
     ConfirmView,
     answer_command_error,
+    fact_id_of,
     guild_member,
     is_operator,
     send_answer,
@@ -31,15 +32,10 @@ from bot.cogs.member_commands import fact_choices
 from memory import Memory
 
 
-def _fact_id(value: str) -> int | None:
-    value = value.strip()
-    return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else None
-
-
 async def pin_answer(
     memory: Memory, guild: discord.Guild, member: discord.Member, fact: str, pinned: bool
 ) -> Answer:
-    fact_id = _fact_id(fact)
+    fact_id = fact_id_of(fact)
     if fact_id is None:
         return Answer("Pick one of your facts from the list.")
     done = await memory.upkeep.member_pin(str(guild.id), str(member.id), fact_id, pinned)
