@@ -4,7 +4,6 @@ are scored with the default fusion and gate (``memory.retrieval.scoring.fuse``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -24,7 +23,7 @@ from memory.retrieval.scoring import (
     fuse,
     recency_score,
 )
-from memory.retrieval.shared_part import SharedPart
+from memory.retrieval.shared_part import Offers, SharedPart
 from memory.retrieval.vector_search import VectorSearch
 from memory.store import facts as store
 from memory.store.search import facts_by_ids, fts_fact_ranks, merge_ranks, recent_subject_facts
@@ -48,15 +47,10 @@ class _FactCand:
     links: tuple[tuple[int, float], ...] = ()
 
 
-def _offer_done(task: asyncio.Future[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.debug("FTS half offer failed (the search ran it itself): %s", task.exception())
-
-
 class FactSearch:
     def __init__(self, ctx: SearchContext) -> None:
         self.ctx = ctx
-        self._offers: set[asyncio.Future[None]] = set()  # see _split_fts
+        self._offers = Offers("FTS half")  # see _split_fts
 
     @property
     def offers_pending(self) -> int:
@@ -204,12 +198,7 @@ class FactSearch:
             return None
         n = self.ctx.cfg.fts_candidates
         part = SharedPart(fts_fact_ranks, guild_id, match, n, split, None, as_of)
-        task = asyncio.ensure_future(self.ctx.db.read(part.offer))
-        # Nobody awaits the offer (the gather takes the part over if no reader
-        # is free); keep it referenced and its outcome retrieved.
-        self._offers.add(task)
-        task.add_done_callback(self._offers.discard)
-        task.add_done_callback(_offer_done)
+        self._offers.offer(self.ctx.db.read, part)
         return split, part
 
     def _score(

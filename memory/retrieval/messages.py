@@ -5,7 +5,6 @@ later restatement of the same thing goes first (``memory.retrieval.newer_first``
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from memory.retrieval.scoring import (
     recency_score,
     statement_share,
 )
-from memory.retrieval.shared_part import SharedPart
+from memory.retrieval.shared_part import Offers, SharedPart
 from memory.retrieval.vector_search import VectorSearch
 from memory.store import messages as store_messages
 from memory.store.fact_time import superseded_sources
@@ -76,11 +75,6 @@ class _Skip:
         )
 
 
-def _offer_failed(task: asyncio.Future[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.debug("FTS range offer failed (the search ran it itself): %s", task.exception())
-
-
 def _merge_fts(parts: Sequence[Sequence[_FtsRow]], limit: int) -> list[_FtsRow]:
     """The best ``limit`` of FTS answers over disjoint seq ranges, by rank then
     seq: the order the whole query gives."""
@@ -92,7 +86,7 @@ def _merge_fts(parts: Sequence[Sequence[_FtsRow]], limit: int) -> list[_FtsRow]:
 class MessageSearch:
     def __init__(self, ctx: SearchContext) -> None:
         self.ctx = ctx
-        self._offers: set[asyncio.Future[None]] = set()  # see _split_fts
+        self._offers = Offers("FTS range")  # see _split_fts
 
     @property
     def offers_pending(self) -> int:
@@ -206,12 +200,7 @@ class MessageSearch:
             return None
         k = self.ctx.tuning.message_candidates
         part = SharedPart(store_messages.search_messages_fts, guild_id, match, k, split, None)
-        task = asyncio.ensure_future(self.ctx.db.read(part.offer))
-        # Nobody awaits the offer (the gather takes the part over if no reader
-        # is free); keep it referenced and its outcome retrieved.
-        self._offers.add(task)
-        task.add_done_callback(self._offers.discard)
-        task.add_done_callback(_offer_failed)
+        self._offers.offer(self.ctx.db.read, part)
         return split, part
 
     def _fill_similarities(self, con: Any, cands: Sequence[_MsgCand], vs: VectorSearch) -> None:

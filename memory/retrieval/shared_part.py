@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class SharedPart:
@@ -55,3 +59,34 @@ class SharedPart:
         if self._error is not None:
             raise self._error
         return self._result
+
+
+class Offers:
+    """The parts a search has offered to a second reader and not seen finish.
+
+    Nobody awaits an offer (the search takes the part over itself if no
+    reader is free), so each is kept referenced until done and its outcome is
+    retrieved, a failure logged at debug level: the search ran it anyway.
+    """
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def offer(
+        self, read: Callable[[Callable[[Any], None]], Awaitable[None]], part: SharedPart
+    ) -> None:
+        """Hand ``part`` to a reader now through ``read`` (``Database.read``)."""
+        task = asyncio.ensure_future(read(part.offer))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._retrieve)
+
+    def _retrieve(self, task: asyncio.Future[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.debug(
+                "%s offer failed (the search ran it itself): %s", self._what, task.exception()
+            )
