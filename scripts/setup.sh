@@ -35,7 +35,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 extras="."
-[ "$WITH_TESTS" = 1 ] && extras=".[dev]"
+# The tests install the optional local speech-to-text extra too, so its
+# end-to-end test runs instead of being skipped.
+[ "$WITH_TESTS" = 1 ] && extras=".[dev,local-stt]"
 stamp=".venv/.guildlore-installed-$(sha256sum pyproject.toml | cut -c1-16)-$WITH_TESTS"
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
