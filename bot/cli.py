@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "consolidate": "Merge duplicate facts and close contradicted ones now (--dry-run, --undo).",
     "retry": "Process again the messages whose processing failed (--list: show why).",
     "bench": "Run a retrieval benchmark (locomo or longmemeval).",
+    "migrate-db": "Copy a SQLite memory into PostgreSQL (streamed, resumable, verified).",
     "doctor": "Check the installation and configuration, and explain what is wrong.",
 }
 
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _module(name: str):  # type: ignore[no-untyped-def]
     # "import" is a keyword, so that command's module is bot/commands/import_.py;
-    # "purge-guild" is bot/commands/purge_guild.py.
+    # "purge-guild" is bot/commands/purge_guild.py, "migrate-db" migrate_db.py.
     module = "import_" if name == "import" else name.replace("-", "_")
     return importlib.import_module(f"bot.commands.{module}")
 

@@ -195,7 +195,7 @@ async def main(
         stack.push_async_callback(memory.close, timeout)
         log.info(
             "memory open: %s (journal %s); chat %s; extraction %s",
-            settings.resolved_db_path,
+            settings.database_label,
             settings.resolved_journal_dir,
             settings.llm_chat_model if clients.chat else "off (no LLM configured)",
             "LLM" if clients.extractor is not None else "offline rules",

@@ -35,6 +35,7 @@ DEFAULT_PERSONA = (
 
 # TOML sections, in table order; a field ``<section>_<key>`` is ``[section] key``.
 SECTIONS: tuple[str, ...] = (
+    "database",
     "discord",
     "reply",
     "llm",
@@ -77,6 +78,15 @@ class Settings(BaseModel):
     db_path: Path | None = setting(None, "SQLite database file (overrides the data dir's).")
     journal_dir: Path | None = setting(
         None, "Folder for daily journals and MEMORY.md (overrides the data dir's)."
+    )
+
+    # -- database ---------------------------------------------------------------
+    database_url: str | None = setting(
+        None,
+        "`postgresql://user:password@host:port/dbname`: keep the memory in that PostgreSQL "
+        "database (pgvector required) instead of the SQLite file; several processes can share "
+        "it. Unset: the SQLite file.",
+        secret=True,
     )
     timezone: str = setting("UTC", "Time zone of journal days and the daily jobs (IANA name).")
 
@@ -323,6 +333,22 @@ class Settings(BaseModel):
         return self.data_dir / "guildlore.sqlite3" if self.data_dir is not None else DEFAULT_DB
 
     @property
+    def database_exists(self) -> bool:
+        """Whether there is a database to open: a PostgreSQL URL is taken as one
+        (opening it says if it is not), a SQLite file must exist."""
+        return bool(self.database_url) or self.resolved_db_path.exists()
+
+    @property
+    def database_label(self) -> str:
+        """Where the memory lives, for messages (a URL without its password)."""
+        if self.database_url:
+            head, sep, tail = self.database_url.partition("@")
+            if sep and ":" in head.split("//", 1)[-1]:
+                return head.rsplit(":", 1)[0] + ":***@" + tail
+            return self.database_url
+        return str(self.resolved_db_path)
+
+    @property
     def resolved_journal_dir(self) -> Path:
         if self.journal_dir is not None:
             return self.journal_dir
@@ -359,6 +385,7 @@ class Settings(BaseModel):
         return MemoryConfig(
             db_path=self.resolved_db_path,
             journal_dir=self.resolved_journal_dir,
+            database_url=self.database_url,
             timezone=self.timezone,
             ingest=IngestConfig(
                 queue_capacity=self.ingest_queue_capacity,

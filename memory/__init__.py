@@ -72,10 +72,13 @@ from memory.reply_record import record_reply_context
 from memory.retrieval.gate_calibration import load_calibration_file
 from memory.roles.members import MemberFact, MemberRecord, NotYours
 from memory.store.retention import RetentionTimer
+from memory.store.copy_db import CopyReport, copy_sqlite_to_postgres
 from memory.store.sqlite import capabilities as sqlite_capabilities
 from memory.throttle import Throttle
 
 __all__ = [
+    "CopyReport",
+    "copy_sqlite_to_postgres",
     "EPISODE_SUBJECT",
     "FACT_TYPES",
     "GUILD_SETTINGS",

@@ -128,6 +128,9 @@ class MemoryConfig:
     # rewrite of the database file that drops its freed bytes: a burst of
     # deletes costs one rewrite. The erase itself is durable at once.
     compaction_delay_s: float = 30.0
+    # ``postgresql://…``: the memory lives in that PostgreSQL database instead
+    # of the SQLite file at ``db_path`` (the journal folder stays local).
+    database_url: str | None = None
 
     @classmethod
     def for_data_dir(cls, data_dir: Path, **overrides: object) -> MemoryConfig:

@@ -68,7 +68,7 @@ from memory.snapshot_file import SNAPSHOT_NAME, SnapshotFile
 from memory.store import facts as store
 from memory.store import lifecycle_events as store_events
 from memory.store import messages as store_messages
-from memory.store.db import Database
+from memory.store.backend import open_database
 from memory.store.erase import ErasureCompactor
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class Memory:
         extractor, else the offline rules)."""
         self.config = config
         self.clock = clock
-        self.db = Database(config.db_path, readers=config.read_connections)
+        self.db = open_database(config)
         self.sessions = OperatorSessions(self.db)
         self.journal = Journal(config.journal_dir, config.timezone)
         self.extractor = extractor

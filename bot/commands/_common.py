@@ -115,7 +115,7 @@ async def open_memory(
 
 
 def describe_paths(settings: Settings) -> str:
-    return f"database {settings.resolved_db_path}, journal {settings.resolved_journal_dir}"
+    return f"database {settings.database_label}, journal {settings.resolved_journal_dir}"
 
 
 # -- progress ------------------------------------------------------------------------------

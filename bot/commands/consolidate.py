@@ -48,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if args.undo is not None and guild is None:
         raise CliError("guildlore consolidate: --undo needs --guild", 2)
     settings = load_cli_settings(args)
-    if not settings.resolved_db_path.exists():
-        raise CliError(f"guildlore consolidate: no database at {settings.resolved_db_path}", 1)
+    if not settings.database_exists:
+        raise CliError(f"guildlore consolidate: no database at {settings.database_label}", 1)
     return asyncio.run(_main(args, settings, guild))
 
 

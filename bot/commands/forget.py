@@ -44,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
     guild = _snowflake(args.guild, "--guild")
     user = _snowflake(args.user, "--user")
     settings = load_cli_settings(args)
-    if not settings.resolved_db_path.exists():
-        raise CliError(f"guildlore forget: no database at {settings.resolved_db_path}", 1)
+    if not settings.database_exists:
+        raise CliError(f"guildlore forget: no database at {settings.database_label}", 1)
     if not args.yes:
         if not sys.stdin.isatty():
             raise CliError(

@@ -40,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
     if not (guild.isascii() and guild.isdigit() and len(guild) <= 20):
         raise CliError(f"guildlore purge-guild: GUILD_ID must be a Discord id, got {guild!r}", 2)
     settings = load_cli_settings(args)
-    if not settings.resolved_db_path.exists():
-        raise CliError(f"guildlore purge-guild: no database at {settings.resolved_db_path}", 1)
+    if not settings.database_exists:
+        raise CliError(f"guildlore purge-guild: no database at {settings.database_label}", 1)
     if not args.yes:
         if not sys.stdin.isatty():
             raise CliError(

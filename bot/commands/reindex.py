@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             "guildlore reindex: embeddings are turned off (embedding.provider = none)", 2
         )
-    if not settings.resolved_db_path.exists():
-        raise CliError(f"guildlore reindex: no database at {settings.resolved_db_path}", 1)
+    if not settings.database_exists:
+        raise CliError(f"guildlore reindex: no database at {settings.database_label}", 1)
     return asyncio.run(_main(settings))
 
 

@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     settings = load_cli_settings(
         args, {"llm_extractor": args.extractor, "embedding_provider": args.embeddings}
     )
-    if not settings.resolved_db_path.exists():
-        raise CliError(f"guildlore retry: no database at {settings.resolved_db_path}", 1)
+    if not settings.database_exists:
+        raise CliError(f"guildlore retry: no database at {settings.database_label}", 1)
     return asyncio.run(_main(args, settings))
 
 

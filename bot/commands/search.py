@@ -114,9 +114,9 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 50:
         raise CliError("guildlore search: --limit must be between 1 and 50", 2)
     settings = load_cli_settings(args)
-    if not settings.resolved_db_path.exists():
+    if not settings.database_exists:
         raise CliError(
-            f"guildlore search: no database at {settings.resolved_db_path} "
+            f"guildlore search: no database at {settings.database_label} "
             "(import something first, or pass --data-dir)",
             1,
         )

@@ -26,9 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 @reports_errors
 def run(args: argparse.Namespace) -> int:
     settings = load_cli_settings(args)
-    if not settings.resolved_db_path.exists():
+    if not settings.database_exists:
         raise CliError(
-            f"guildlore snapshot: no database at {settings.resolved_db_path} "
+            f"guildlore snapshot: no database at {settings.database_label} "
             "(import something first, or pass --data-dir)",
             1,
         )

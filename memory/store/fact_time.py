@@ -84,7 +84,7 @@ def superseded_sources(
         rows = con.execute(
             "SELECT fs.message_id FROM fact_sources fs JOIN memory_facts f ON f.id = fs.fact_id "
             f"WHERE fs.guild_id = ? AND fs.message_id IN ({marks(len(chunk))}) "
-            "GROUP BY fs.message_id HAVING sum(f.valid_to IS NULL OR f.valid_to > ?) = 0",
+            "GROUP BY fs.message_id HAVING sum(CASE WHEN f.valid_to IS NULL OR f.valid_to > ? THEN 1 ELSE 0 END) = 0",
             [guild_id, *chunk, as_of if as_of is not None else "\uffff"],
         ).fetchall()
         out.update(r[0] for r in rows)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from memory.models import LORE_SUBJECT, Fact, HistoryEntry
 from memory.store.episode_sources import episodes_citing, queue_rebuild
 from memory.store.fact_time import message_time, observe
+from memory.store.fts import fts_query
 from memory.store.messages import erase_messages
 from memory.store.reply_context import erase_refs, fact_refs
 from memory.store.sql import chunks, marks, prefixed
@@ -229,16 +230,17 @@ def search_facts_fts(
     con: Any, guild_id: str, match: str, limit: int, subjects: Sequence[str] | None = None
 ) -> list[tuple[Fact, float]]:
     """Active facts matching an FTS5 expression, with raw (negative) bm25."""
-    args: list[Any] = [match, guild_id]
+    q = fts_query(con, "memory_facts_fts", match)
+    args: list[Any] = [q.param, guild_id]
     extra = ""
     if subjects:
         extra = f" AND f.subject IN ({marks(len(subjects))})"
         args.extend(subjects)
     args.append(limit)
     rows = con.execute(
-        f"SELECT {prefixed(FACT_COLUMNS, 'f')}, bm25(memory_facts_fts) AS rank "
-        "FROM memory_facts_fts JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
-        f"WHERE memory_facts_fts MATCH ? AND f.guild_id = ? AND f.is_active = 1{extra} "
+        f"SELECT {prefixed(FACT_COLUMNS, 'f')}, {q.rank} AS rank "
+        f"FROM {q.source} JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
+        f"WHERE {q.where} AND f.guild_id = ? AND f.is_active = 1{extra} "
         "ORDER BY rank LIMIT ?",
         args,
     ).fetchall()

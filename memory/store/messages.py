@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.models import FailedMessage, IncomingMessage, StoredMessage
+from memory.store.fts import fts_query
 from memory.store.reply_context import erase_refs, message_refs
-from memory.store.sql import IN_CHUNK, chunks, marks, rows_in
+from memory.store.sql import IN_CHUNK, chunks, dialect_of, marks, rows_in
 from memory.store.vectors import delete_message_vectors_index
 
 MESSAGE_COLUMNS = (
@@ -76,6 +77,9 @@ def insert_messages(con: Any, msgs: Sequence[IncomingMessage], received_at: str)
             )
     if not rows:
         return out
+    if dialect_of(con) == "postgresql":
+        _insert_rows_pg(con, rows, received_at)
+        return out
     payload = json.dumps(rows, ensure_ascii=False)
     con.execute(
         "INSERT OR IGNORE INTO messages (id, guild_id, channel_id, author_id, author_name, "
@@ -108,6 +112,33 @@ def insert_messages(con: Any, msgs: Sequence[IncomingMessage], received_at: str)
         (received_at, payload),
     )
     return out
+
+
+def _insert_rows_pg(con: Any, rows: list[list[Any]], received_at: str) -> None:
+    """``insert_messages``'s writes on PostgreSQL, where an upsert may touch a
+    row once per statement: the latest name of each author is picked here."""
+    con.executemany(
+        "INSERT OR IGNORE INTO messages (id, guild_id, channel_id, author_id, author_name, "
+        "content, created_at, source, is_bot, reply_to_id, edited_at, received_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(*r, received_at) for r in rows],
+    )
+    names = {(r[1], r[3]): r[4] for r in rows if r[1] is not None}
+    con.executemany(
+        "INSERT INTO members (guild_id, user_id, display_name, updated_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (guild_id, user_id) DO UPDATE SET display_name = excluded.display_name, "
+        "updated_at = excluded.updated_at",
+        [(g, u, name, received_at) for (g, u), name in names.items()],
+    )
+    con.executemany(
+        "INSERT INTO channels (guild_id, channel_id, updated_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (guild_id, channel_id) DO NOTHING",
+        [(g, c, received_at) for g, c in sorted({(r[1], r[2]) for r in rows if r[1]})],
+    )
+    con.executemany(
+        "INSERT INTO guilds (guild_id, updated_at) VALUES (?, ?) ON CONFLICT (guild_id) DO NOTHING",
+        [(g, received_at) for g in sorted({r[1] for r in rows if r[1]})],
+    )
 
 
 def upsert_member(con: Any, guild_id: str, user_id: str, name: str, now: str) -> None:
@@ -336,6 +367,8 @@ def search_messages_fts(
     found: list[tuple[int, StoredMessage, float]] = []
     if limit <= 0:
         return found
+    if dialect_of(con) == "postgresql":
+        return _search_messages_tsv(con, guild_id, match, limit, lo, hi)
     where = "messages_fts MATCH ?"
     args: list[Any] = [match]
     if lo is not None:
@@ -368,6 +401,40 @@ def search_messages_fts(
     return found
 
 
+def _search_messages_tsv(
+    con: Any, guild_id: str, match: str, limit: int, lo: int | None, hi: int | None
+) -> list[tuple[int, StoredMessage, float]]:
+    """``search_messages_fts`` on PostgreSQL: its planner filters the guild
+    while it ranks, so one statement returns the guild's best ``limit``."""
+    q = fts_query(con, "messages_fts", match)
+    where = f"{q.where} AND m.guild_id = ?"
+    args: list[Any] = [q.param, guild_id]
+    if lo is not None:
+        where += " AND messages_fts.rowid >= ?"
+        args.append(lo)
+    if hi is not None:
+        where += " AND messages_fts.rowid < ?"
+        args.append(hi)
+    args.append(limit)
+    ranked = con.execute(
+        f"SELECT m.seq, {q.rank} AS rank FROM {q.source} "
+        f"JOIN messages m ON m.seq = messages_fts.rowid WHERE {where} "
+        "ORDER BY rank, m.seq LIMIT ?",
+        args,
+    ).fetchall()
+    rows = messages_by_seq(con, guild_id, [int(r[0]) for r in ranked])
+    return [(int(r[0]), rows[int(r[0])], float(r[1])) for r in ranked if int(r[0]) in rows]
+
+
+def trace_ref_sql(con: Any) -> str:
+    """The message id a message trace's ``score_parts`` JSON names (``$.ref``),
+    NULL when it names none or is not JSON."""
+    if dialect_of(con) == "postgresql":
+        # A pattern, not a cast: a cast of text that is not JSON is an error.
+        return 'substring(score_parts from \'"ref": *"?([^",}]*)\')'
+    return "CASE WHEN json_valid(score_parts) THEN json_extract(score_parts, '$.ref') END"
+
+
 def erase_messages(con: Any, guild_id: str, ids: Sequence[str], seqs: Sequence[int]) -> int:
     """Erase messages of one guild (ids, with their inbox ``seqs``): their vectors,
     the traces of replies to them or by them and the traces that quote them
@@ -381,8 +448,7 @@ def erase_messages(con: Any, guild_id: str, ids: Sequence[str], seqs: Sequence[i
         held = marks(len(chunk))
         traces += con.execute(
             f"DELETE FROM memory_traces WHERE guild_id = ? AND (message_id IN ({held}) "
-            f"OR reply_id IN ({held}) OR (fact_id IS NULL AND CASE WHEN "
-            f"json_valid(score_parts) THEN json_extract(score_parts, '$.ref') END IN ({held})))",
+            f"OR reply_id IN ({held}) OR (fact_id IS NULL AND {trace_ref_sql(con)} IN ({held})))",
             [guild_id, *chunk, *chunk, *chunk],
         ).rowcount
         con.execute(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memory.store.sql import chunks
+from memory.store.sql import chunks, dialect_of
 from memory.store.vectors import delete_fact_vectors_index, delete_message_vectors_index
 
 GUILD = ""  # the user_id of a guild's own timer
@@ -88,6 +88,8 @@ def still_due(con: Any, timer: RetentionTimer) -> bool:
 def _guild_tables(con: Any) -> list[str]:
     """Ordinary tables with a ``guild_id`` column (not virtual tables, whose
     rows go with their base rows, nor their shadow tables)."""
+    if dialect_of(con) == "postgresql":
+        return _guild_tables_pg(con)
     rows = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
     virtual = [str(r[0]) for r in rows if str(r[1] or "").upper().startswith("CREATE VIRTUAL")]
     out = []
@@ -101,6 +103,15 @@ def _guild_tables(con: Any) -> list[str]:
         if "guild_id" in columns:
             out.append(name)
     return out
+
+
+def _guild_tables_pg(con: Any) -> list[str]:
+    """``_guild_tables`` on PostgreSQL: the schema's tables with a ``guild_id``."""
+    rows = con.execute(
+        "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND column_name = 'guild_id' ORDER BY table_name"
+    ).fetchall()
+    return [str(r[0]) for r in rows if str(r[0]) not in KEPT_BY_PURGE]
 
 
 def purge_guild(con: Any, guild_id: str) -> dict[str, int]:

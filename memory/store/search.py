@@ -13,6 +13,7 @@ from typing import Any
 from memory.models import Fact, StoredMessage
 from memory.store.fact_time import valid_clause
 from memory.store.facts import FACT_COLUMNS, row_to_fact
+from memory.store.fts import fts_query
 from memory.store.sql import chunks, marks, rows_in
 
 
@@ -111,8 +112,9 @@ def fts_fact_ranks(
     thousands of matches is sorted, and carrying whole fact rows through the
     sort costs more than reading the few winners by id afterwards.
     """
+    q = fts_query(con, "memory_facts_fts", match)
     extra, args = valid_clause(as_of, "f")
-    args = [match, guild_id, *args]
+    args = [q.param, guild_id, *args]
     if lo is not None:
         extra += " AND memory_facts_fts.rowid >= ?"
         args.append(lo)
@@ -121,9 +123,9 @@ def fts_fact_ranks(
         args.append(hi)
     args.append(limit)
     rows = con.execute(
-        "SELECT f.id, bm25(memory_facts_fts) AS rank "
-        "FROM memory_facts_fts JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
-        f"WHERE memory_facts_fts MATCH ? AND f.guild_id = ? AND f.is_active = 1{extra} "
+        f"SELECT f.id, {q.rank} AS rank "
+        f"FROM {q.source} JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
+        f"WHERE {q.where} AND f.guild_id = ? AND f.is_active = 1{extra} "
         "ORDER BY rank, f.id LIMIT ?",
         args,
     ).fetchall()

@@ -14,7 +14,9 @@ def open_session(con: Any, key: str, created_at: int, expires_at: int) -> None:
     # the number of live logins.
     con.execute("DELETE FROM operator_sessions WHERE expires_at <= ?", (created_at,))
     con.execute(
-        "INSERT OR REPLACE INTO operator_sessions (id, created_at, expires_at) VALUES (?, ?, ?)",
+        "INSERT INTO operator_sessions (id, created_at, expires_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, "
+        "expires_at = excluded.expires_at",
         (key, created_at, expires_at),
     )
 

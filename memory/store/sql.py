@@ -45,3 +45,9 @@ def rows_in(
 def prefixed(columns: str, alias: str) -> str:
     """``a, b`` → ``t.a AS a, t.b AS b``: a column list for a join that keeps the names."""
     return ", ".join(f"{alias}.{c.strip()} AS {c.strip()}" for c in columns.split(","))
+
+
+def dialect_of(con: Any) -> str:
+    """``"postgresql"`` or ``"sqlite"``: which SQL a connection speaks (a
+    PostgreSQL connection says so; SQLite's are the default)."""
+    return str(getattr(con, "dialect", "sqlite"))

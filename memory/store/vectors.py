@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from memory.store.changes import VectorKind, VectorsPut, VectorsRemoved, record
-from memory.store.sql import rows_in
+from memory.store.sql import dialect_of, rows_in
 
 # Per kind: the blob table, its id column (also the vec0 index's), the vec0 index's prefix.
 _TABLES: dict[VectorKind, tuple[str, str, str]] = {
@@ -58,6 +58,9 @@ def ensure_model(con: Any, model: str, dims: int, now: str) -> int:
         (model, dims, now),
     )
     n = int(cur.lastrowid)
+    if dialect_of(con) == "postgresql":
+        _create_pg_indexes(con, n, dims)
+        return n
     con.execute(
         f"CREATE VIRTUAL TABLE vec_facts_{n} USING vec0("
         f"fact_id INTEGER PRIMARY KEY, guild_id TEXT PARTITION KEY, "
@@ -69,6 +72,27 @@ def ensure_model(con: Any, model: str, dims: int, now: str) -> int:
         f"embedding float[{dims}] distance_metric=cosine)"
     )
     return n
+
+
+def _create_pg_indexes(con: Any, n: int, dims: int) -> None:
+    """PostgreSQL's counterpart of the two vec0 indexes: pgvector columns of the
+    model's width, with a B-tree on the guild, so a KNN is an exact scan of one
+    guild's rows (no approximate index: recall stays 1)."""
+    for table, id_col in ((f"vec_facts_{n}", "fact_id"), (f"vec_messages_{n}", "message_seq")):
+        con.execute(
+            f"CREATE TABLE {table} ({id_col} BIGINT PRIMARY KEY, guild_id TEXT NOT NULL, "
+            f"embedding vector({int(dims)}) NOT NULL)"
+        )
+        con.execute(f"CREATE INDEX {table}_guild ON {table} (guild_id)")
+
+
+def index_value(con: Any, blob: bytes) -> Any:
+    """A float32 blob as the index column takes it: the blob for vec0, pgvector's
+    text form for PostgreSQL."""
+    if dialect_of(con) != "postgresql":
+        return blob
+    values = np.frombuffer(bytes(blob), dtype=np.float32)
+    return "[" + ",".join(format(float(v), ".9g") for v in values) + "]"
 
 
 def model_number(con: Any, model: str) -> int | None:
@@ -109,7 +133,7 @@ def put_fact_vectors(
         if fact["is_active"]:
             con.execute(
                 f"INSERT INTO vec_facts_{n} (fact_id, guild_id, embedding) VALUES (?, ?, ?)",
-                (fact_id, guild_id, blob),
+                (fact_id, guild_id, index_value(con, blob)),
             )
             ids, blobs = indexed.setdefault(guild_id, ([], []))
             ids.append(fact_id)
@@ -144,7 +168,7 @@ def put_message_vectors(
         con.execute(f"DELETE FROM vec_messages_{n} WHERE message_seq = ?", (seq,))
         con.execute(
             f"INSERT INTO vec_messages_{n} (message_seq, guild_id, embedding) VALUES (?, ?, ?)",
-            (seq, guild_id, blob),
+            (seq, guild_id, index_value(con, blob)),
         )
         ids, blobs = indexed.setdefault(guild_id, ([], []))
         ids.append(seq)
@@ -165,7 +189,7 @@ def index_fact_vector_if_present(con: Any, fact_id: int) -> None:
         con.execute(f"DELETE FROM vec_facts_{n} WHERE fact_id = ?", (fact_id,))
         con.execute(
             f"INSERT INTO vec_facts_{n} (fact_id, guild_id, embedding) VALUES (?, ?, ?)",
-            (fact_id, r["guild_id"], r["embedding"]),
+            (fact_id, r["guild_id"], index_value(con, r["embedding"])),
         )
         _put(con, "facts", r["model"], {r["guild_id"]: ([fact_id], [bytes(r["embedding"])])})
 
@@ -195,6 +219,13 @@ def knn(
     if n is None:
         return []
     _, id_col, index = _TABLES[kind]
+    if dialect_of(con) == "postgresql":
+        rows = con.execute(
+            f"SELECT {id_col}, embedding <=> ? AS distance FROM {index}_{n} "
+            "WHERE guild_id = ? ORDER BY distance LIMIT ?",
+            (index_value(con, query), guild_id, k),
+        ).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
     rows = con.execute(
         f"SELECT {id_col}, distance FROM {index}_{n} "
         "WHERE embedding MATCH ? AND k = ? AND guild_id = ?",

@@ -1,0 +1,244 @@
+"""The database layer on PostgreSQL: the same calls as ``Database``.
+
+Writes keep SQLite's shape — one writer connection per process, store
+functions run one at a time as one transaction each on the writer thread —
+because the engine relies on it (a read-then-write in a store function sees
+no other write of this process in between). Across processes PostgreSQL's row
+locks and the ownership of guilds by shards keep writers apart: a guild's
+ingest runs in one process only.
+
+Reads run on a pool of reader threads, each with its own connection, in a
+``REPEATABLE READ READ ONLY`` transaction: one consistent snapshot per read
+function, as a SQLite read transaction gives.
+
+Change events: the store's events of a committed transaction go to the
+subscribers exactly as with SQLite. Commits by other processes are learnt by
+``LISTEN``: every write transaction sends a ``NOTIFY`` (delivered only if it
+commits) carrying this process's token; a listener thread turns the others'
+notifications into ``ExternalCommit`` so caches (the vector matrix, settings)
+drop what another process changed.
+
+psycopg 3 is PostgreSQL's own driver; the store functions are synchronous
+transactions, so its synchronous connections are used on the store's threads
+and the event loop never waits on the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from memory.errors import StorageError
+from memory.store import postgres, sqlite
+from memory.store.changes import ExternalCommit
+from memory.store.db import Database
+from memory.store.pg_migrations import migrate
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CHANNEL = "guildlore_commit"
+LISTEN_POLL_S = 0.5  # how often the listener looks whether it should stop
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for logs and errors."""
+    head, sep, tail = url.partition("@")
+    if not sep or ":" not in head.split("//", 1)[-1]:
+        return url
+    scheme, _, cred = head.partition("//")
+    user = cred.split(":", 1)[0]
+    return f"{scheme}//{user}:***@{tail}"
+
+
+class PgDatabase(Database):
+    """``Database``'s interface over a PostgreSQL server (``database.url``)."""
+
+    dialect = postgres.DIALECT
+
+    def __init__(self, url: str, *, readers: int = 2) -> None:
+        # Not Database.__init__: nothing of SQLite's file handling applies.
+        self.url = url
+        self.path = Path(redact(url))  # shown where the SQLite file's path would be
+        self._readers = max(1, readers)
+        self._token = secrets.token_hex(8)
+        self._writer: ThreadPoolExecutor | None = None
+        self._reader_pool: ThreadPoolExecutor | None = None
+        self._writer_con: postgres.PgConnection | None = None
+        self._identities: dict[str, str] = {}
+        self._local = threading.local()
+        self._reader_cons: list[postgres.PgConnection] = []
+        self._reader_lock = threading.Lock()
+        self._subscribers_lock = threading.Lock()
+        self._subscribers: tuple[Callable[[Sequence[Any]], None], ...] = ()
+        self._listener: threading.Thread | None = None
+        self._stop_listening = threading.Event()
+        self._stopping = False
+        self.versions: dict[str, str] = {}
+        self.inline_writes = 0
+        self.wal_restarts = 0
+        self.wal_restarts_deferred = 0
+        self.external_commits = 0
+
+    # -- lifecycle -------------------------------------------------------
+    async def open(self) -> None:
+        self._stopping = False
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="guildlore-pg-w")
+        self._reader_pool = ThreadPoolExecutor(
+            max_workers=self._readers, thread_name_prefix="guildlore-pg-r"
+        )
+        try:
+            await self._on_writer(self._open_writer)
+        except BaseException:
+            await self.close()
+            raise
+        self._stop_listening.clear()
+        self._listener = threading.Thread(
+            target=self._listen, name="guildlore-pg-listen", daemon=True
+        )
+        self._listener.start()
+
+    def _open_writer(self) -> None:
+        try:
+            raw = postgres.connect_raw(self.url)
+            migrate(raw)
+            self._identities = postgres.identity_columns(raw)
+            con = postgres.PgConnection(raw, self._identities)
+            server = con.execute("SHOW server_version").fetchone()[0]
+            vec = con.execute(
+                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
+        except (sqlite.Error, Exception) as exc:
+            raise StorageError(f"cannot open database {redact(self.url)}: {exc}") from exc
+        self.versions = {
+            "postgresql": str(server),
+            "pgvector": str(vec[0]) if vec else "missing",
+            "driver": f"psycopg {postgres.psycopg.__version__}",
+        }
+        self._writer_con = con
+
+    async def close(self) -> None:
+        self._stopping = True
+        self._stop_listening.set()
+        if self._listener is not None:
+            await asyncio.to_thread(self._listener.join)
+            self._listener = None
+        if self._reader_pool is not None:
+            pool, self._reader_pool = self._reader_pool, None
+            await asyncio.to_thread(pool.shutdown, True)
+            with self._reader_lock:
+                for con in self._reader_cons:
+                    with contextlib.suppress(Exception):
+                        con.close()
+                self._reader_cons.clear()
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer_con, self._writer_con = self._writer_con, None
+            if writer_con is not None:
+                await asyncio.get_running_loop().run_in_executor(writer, writer_con.close)
+            await asyncio.to_thread(writer.shutdown, True)
+
+    @property
+    def is_open(self) -> bool:
+        return self._writer is not None and not self._stopping
+
+    # -- change events ---------------------------------------------------
+    def _listen(self) -> None:
+        """Turn other processes' commit notifications into ``ExternalCommit``."""
+        try:
+            raw = postgres.connect_raw(self.url)
+        except sqlite.Error:
+            log.exception("cannot listen for other processes' commits")
+            return
+        try:
+            raw.execute(f"LISTEN {CHANNEL}")
+            while not self._stop_listening.is_set():
+                noticed = False
+                for note in raw.notifies(timeout=LISTEN_POLL_S, stop_after=64):
+                    if note.payload != self._token:
+                        noticed = True
+                if noticed and self._subscribers:
+                    self.external_commits += 1
+                    self._publish([ExternalCommit()])
+        except Exception:
+            if not self._stop_listening.is_set():
+                log.exception("listening for other processes' commits stopped")
+        finally:
+            with contextlib.suppress(Exception):
+                raw.close()
+
+    # -- writes ----------------------------------------------------------
+    async def _on_writer(self, fn: Callable[[], T]) -> T:
+        if self._writer is None:
+            raise StorageError("database is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._writer, fn)
+
+    async def write(self, fn: Callable[..., T], *args: Any, urgent: bool = False) -> T:
+        """Run ``fn(con, *args)`` as one transaction on the writer connection.
+        ``urgent`` changes nothing here: the writer queue is the only path."""
+        return await self._on_writer(lambda: self._transaction(fn, args))
+
+    async def write_each(self, fn: Callable[..., T], items: Sequence[Any], *args: Any) -> list[T]:
+        """``fn(con, item, *args)`` for each item, one transaction per item."""
+
+        def run() -> list[T]:
+            return [self._transaction(fn, (item, *args)) for item in items]
+
+        return await self._on_writer(run)
+
+    def _transaction(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        con = self._writer_con
+        if con is None:
+            raise StorageError("database is closed")
+        con.execute("BEGIN")
+        try:
+            con.changes = []
+            result = fn(con, *args)
+            con.execute_native(f"NOTIFY {CHANNEL}, '{self._token}'")
+            con.execute("COMMIT")
+        except BaseException:
+            con.changes = None
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise
+        changes, con.changes = con.changes, None
+        if changes:
+            self._publish(changes)
+        return result
+
+    async def exclusive(self, fn: Callable[..., T], *args: Any, hold_reads: bool = False) -> T:
+        """Run ``fn(con, *args)`` on the writer connection outside a transaction
+        (VACUUM). Reads go on: PostgreSQL's VACUUM does not need them to stop."""
+        return await self._on_writer(lambda: fn(self._writer_con, *args))
+
+    # -- reads -----------------------------------------------------------
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._reader_pool is None:
+            raise StorageError("database is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader_pool, self._run_read, fn, args)
+
+    def _reader(self) -> postgres.PgConnection:
+        con: postgres.PgConnection | None = getattr(self._local, "con", None)
+        if con is None or con.raw.closed:
+            con = postgres.connect(self.url, self._identities)
+            self._local.con = con
+            with self._reader_lock:
+                self._reader_cons.append(con)
+        return con
+
+    def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        con = self._reader()
+        con.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            return fn(con, *args)
+        finally:
+            con.rollback()

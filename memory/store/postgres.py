@@ -1,0 +1,314 @@
+"""PostgreSQL connections that run the store's SQL.
+
+The store's functions are written once, in the SQL both backends understand
+plus SQLite's spelling of a few things (``?`` parameters, ``INSERT OR
+IGNORE``, two-argument ``max``/``min``, ``LIKE`` without case,
+``lastrowid``). A :class:`PgConnection` rewrites those spellings for
+PostgreSQL once per distinct statement (cached) and otherwise passes the
+statement through; where the two engines differ in kind — full-text search,
+vector search, the schema, erasure — the store has a branch per dialect
+(``con.dialect``), never a translation.
+
+Parameters are bound on the client (psycopg's ``ClientCursor``): SQLite
+infers nothing about a parameter's type and the store relies on that
+(``? IS NULL OR channel_id = ?``), while a server-side bound parameter in
+such a place is an error in PostgreSQL ("could not determine data type").
+
+Errors come back as the SQLite driver's exception classes
+(``IntegrityError`` for a constraint, ``OperationalError`` otherwise), so a
+store function catches the same exceptions whichever backend runs it.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from memory.store import sqlite
+
+DIALECT = "postgresql"
+# The application name every guildlore connection reports (pg_stat_activity).
+APPLICATION_NAME = "guildlore"
+
+
+class Row(tuple[Any, ...]):
+    """A result row read by position or by column name, like ``sqlite3.Row``."""
+
+    _names: tuple[str, ...] = ()
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            try:
+                return tuple.__getitem__(self, self._names.index(key))
+            except ValueError:
+                lowered = key.lower()
+                for i, name in enumerate(self._names):
+                    if name.lower() == lowered:
+                        return tuple.__getitem__(self, i)
+                raise IndexError(f"no such column: {key}") from None
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+def _row_factory(cursor: Any) -> Any:
+    names = tuple(col.name for col in cursor.description or ())
+    row_type = type("Row", (Row,), {"_names": names, "__slots__": ()})
+
+    def make(values: Sequence[Any]) -> Row:
+        return row_type(values)
+
+    return make
+
+
+# -- translation of SQLite spellings ---------------------------------------------
+
+_STRING = re.compile(r"'(?:[^']|'')*'")
+_WORD_OR_REST = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\S")
+
+
+def _outside_strings(sql: str) -> list[tuple[bool, str]]:
+    """``sql`` cut into (is_string_literal, text) pieces."""
+    pieces: list[tuple[bool, str]] = []
+    pos = 0
+    for m in _STRING.finditer(sql):
+        if m.start() > pos:
+            pieces.append((False, sql[pos : m.start()]))
+        pieces.append((True, m.group(0)))
+        pos = m.end()
+    if pos < len(sql):
+        pieces.append((False, sql[pos:]))
+    return pieces
+
+
+def _two_arg_extrema(code: str) -> str:
+    """``max(a, b)`` → ``greatest(a, b)``, ``min(a, b)`` → ``least(a, b)``: in
+    SQLite the two-argument forms are scalar, in PostgreSQL only aggregates."""
+    out: list[str] = []
+    i = 0
+    pattern = re.compile(r"\b(max|min)\s*\(", re.IGNORECASE)
+    while True:
+        m = pattern.search(code, i)
+        if m is None:
+            out.append(code[i:])
+            return "".join(out)
+        depth, j, comma = 1, m.end(), False
+        while j < len(code) and depth:
+            ch = code[j]
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+            elif ch == "," and depth == 1:
+                comma = True
+            j += 1
+        out.append(code[i : m.start()])
+        if comma:
+            out.append("greatest(" if m.group(1).lower() == "max" else "least(")
+        else:
+            out.append(code[m.start() : m.end()])
+        i = m.end()
+
+
+_INSERT_OR = re.compile(r"^\s*INSERT\s+OR\s+(IGNORE|REPLACE)\s+INTO\b", re.IGNORECASE)
+_INSERT_TABLE = re.compile(r"^\s*INSERT\s+INTO\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+_RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=4096)
+def translate(sql: str) -> tuple[str, bool, str | None]:
+    """(PostgreSQL statement, whether it was ``INSERT OR IGNORE``, the table an
+    ``INSERT`` writes to)."""
+    ignore = False
+    m = _INSERT_OR.match(sql)
+    if m:
+        if m.group(1).upper() == "REPLACE":
+            raise sqlite.OperationalError(
+                "INSERT OR REPLACE has no PostgreSQL form: write INSERT ... ON CONFLICT"
+            )
+        ignore = True
+        sql = sql[: m.start()] + "INSERT INTO" + sql[m.end() :]
+    pieces: list[str] = []
+    for literal, text in _outside_strings(sql):
+        text = text.replace("%", "%%")
+        if literal:
+            pieces.append(text)
+            continue
+        text = re.sub(r"(?<![:\w]):([A-Za-z_]\w*)", r"%(\1)s", text)
+        text = text.replace("?", "%s")
+        text = re.sub(r"\bBEGIN\s+IMMEDIATE\b", "BEGIN", text, flags=re.IGNORECASE)
+        text = re.sub(r"\bLIMIT\s+-1\b", "LIMIT ALL", text, flags=re.IGNORECASE)
+        text = re.sub(r"\bNOT\s+LIKE\b", "NOT ILIKE", text, flags=re.IGNORECASE)
+        text = re.sub(r"(?<!NOT )\bLIKE\b", "ILIKE", text, flags=re.IGNORECASE)
+        text = re.sub(r"\binstr\s*\(", "strpos(", text, flags=re.IGNORECASE)
+        text = _two_arg_extrema(text)
+        # A unary ``+`` before a column keeps SQLite off an index; PostgreSQL
+        # has no such operator for text.
+        text = re.sub(r"(?<=[\s(,])\+(?=[A-Za-z_])", "", text)
+        pieces.append(text)
+    out = "".join(pieces)
+    if ignore:
+        tail = _RETURNING.search(out)
+        if tail:
+            out = out[: tail.start()] + "ON CONFLICT DO NOTHING " + out[tail.start() :]
+        else:
+            out = out.rstrip().rstrip(";") + " ON CONFLICT DO NOTHING"
+    table = _INSERT_TABLE.match(out)
+    return out, ignore, table.group(1).lower() if table else None
+
+
+def _sqlite_error(exc: psycopg.Error) -> Exception:
+    """The SQLite driver's exception class for a PostgreSQL error."""
+    message = str(exc).strip()
+    if isinstance(exc, pg_errors.IntegrityError):
+        return sqlite.IntegrityError(message)
+    return sqlite.OperationalError(message)
+
+
+class PgCursor:
+    """The result of one statement: rows, ``rowcount`` and ``lastrowid``."""
+
+    def __init__(self, cur: Any, lastrowid: int | None) -> None:
+        self._cur = cur
+        self.lastrowid = lastrowid
+
+    @property
+    def rowcount(self) -> int:
+        return int(self._cur.rowcount)
+
+    @property
+    def description(self) -> Any:
+        return self._cur.description
+
+    def fetchone(self) -> Any:
+        if self._cur.description is None:
+            return None
+        return self._cur.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        if self._cur.description is None:
+            return []
+        return list(self._cur.fetchall())
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        if self._cur.description is None:
+            return []
+        return list(self._cur.fetchmany(size))
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._cur.description is None:
+            return iter(())
+        return iter(self._cur)
+
+    def close(self) -> None:
+        self._cur.close()
+
+
+class PgConnection:
+    """A psycopg connection that takes the store's statements.
+
+    Autocommit, like the SQLite connections: a transaction is the explicit
+    ``BEGIN`` … ``COMMIT`` the database layer runs around a store function."""
+
+    dialect = DIALECT
+
+    def __init__(self, raw: psycopg.Connection[Any], identities: Mapping[str, str]) -> None:
+        self.raw = raw
+        # table → its identity column: what ``lastrowid`` reads back.
+        self._identities = dict(identities)
+        self.changes: list[Any] | None = None
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+    def execute(self, sql: str, params: Any = ()) -> PgCursor:
+        statement, _ignore, table = translate(sql)
+        ident = self._identities.get(table) if table else None
+        returning = ident is not None and not _RETURNING.search(statement)
+        if returning:
+            statement = f"{statement.rstrip().rstrip(';')} RETURNING {ident}"
+        cur = psycopg.ClientCursor(self.raw)
+        try:
+            cur.execute(statement, _params(params))
+        except psycopg.Error as exc:
+            raise _sqlite_error(exc) from exc
+        lastrowid: int | None = None
+        if returning:
+            row = cur.fetchone()
+            lastrowid = int(row[0]) if row is not None else None
+        return PgCursor(cur, lastrowid)
+
+    def executemany(self, sql: str, seq: Any) -> PgCursor:
+        statement, _ignore, _table = translate(sql)
+        cur = psycopg.ClientCursor(self.raw)
+        try:
+            cur.executemany(statement, [_params(p) for p in seq])
+        except psycopg.Error as exc:
+            raise _sqlite_error(exc) from exc
+        return PgCursor(cur, None)
+
+    def execute_native(self, sql: str, params: Any = ()) -> PgCursor:
+        """A statement already in PostgreSQL's spelling (``%s`` parameters)."""
+        cur = psycopg.ClientCursor(self.raw)
+        try:
+            cur.execute(sql, params)
+        except psycopg.Error as exc:
+            raise _sqlite_error(exc) from exc
+        return PgCursor(cur, None)
+
+    def commit(self) -> None:
+        if self.in_transaction:
+            self.raw.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.in_transaction:
+            self.raw.execute("ROLLBACK")
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def _params(params: Any) -> Any:
+    if isinstance(params, Mapping):
+        return dict(params)
+    return tuple(params) if params is not None else ()
+
+
+def identity_columns(raw: psycopg.Connection[Any]) -> dict[str, str]:
+    """Every table's identity column in the current schema."""
+    rows = raw.execute(
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND is_identity = 'YES'"
+    ).fetchall()
+    return {str(t).lower(): str(c) for t, c in rows}
+
+
+_identity_lock = threading.Lock()
+
+
+def connect_raw(url: str) -> psycopg.Connection[Any]:
+    """A plain psycopg connection in autocommit mode with guildlore's rows."""
+    try:
+        raw = psycopg.connect(
+            url, autocommit=True, row_factory=_row_factory, application_name=APPLICATION_NAME
+        )
+    except psycopg.Error as exc:
+        raise sqlite.OperationalError(f"cannot connect to PostgreSQL: {exc}") from exc
+    return raw
+
+
+def connect(url: str, identities: Mapping[str, str] | None = None) -> PgConnection:
+    """A store connection; ``identities`` saves the catalog look-up when known."""
+    raw = connect_raw(url)
+    if identities is None:
+        with _identity_lock:
+            identities = identity_columns(raw)
+    return PgConnection(raw, identities)
