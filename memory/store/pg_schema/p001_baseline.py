@@ -16,7 +16,21 @@ from typing import Any
 
 from memory.store.pg_schema import p001_fts, p001_tables, p001_triggers, p001_vectors
 
+# guildlore_fts_text counts bytes to spot ASCII and calls normalize(), and the
+# text search parser needs a UTF-8 database to see CJK and accented letters.
+_REQUIRE_UTF8 = """
+DO $fn$
+BEGIN
+    IF current_setting('server_encoding') <> 'UTF8' THEN
+        RAISE EXCEPTION 'guildlore needs a UTF8 database, not %',
+            current_setting('server_encoding');
+    END IF;
+END
+$fn$
+"""
+
 STATEMENTS: tuple[str, ...] = (
+    _REQUIRE_UTF8,
     *p001_tables.STATEMENTS,
     *p001_fts.STATEMENTS,
     *p001_vectors.STATEMENTS,
