@@ -114,3 +114,27 @@ async def fake_llm_client(fake_openai: Any) -> AsyncIterator[Any]:
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real PostgreSQL with pgvector for the session (the pgserver wheel);
+    a server that cannot start fails the tests that need it."""
+    from tests import pg
+
+    try:
+        server = pg.start_server(tmp_path_factory.mktemp("pg") / "data")
+    except pg.PgServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield server
+    pg.stop_server(server)
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> Iterator[str]:
+    """A fresh empty database on the session's PostgreSQL, dropped afterwards."""
+    from tests import pg
+
+    name = pg.create_database(pg_server)
+    yield pg.url(pg_server, name)
+    pg.drop_database(pg_server, name)

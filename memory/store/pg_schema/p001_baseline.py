@@ -1,0 +1,45 @@
+"""Migration p001: the PostgreSQL baseline, the SQLite schema after m001..m017
+in native PostgreSQL (≥ 15; pgvector for the KNN indexes). Shipped: never
+edit, add a new migration instead.
+
+Its parts: ``p001_tables`` (the ordinary tables and indexes), ``p001_fts``
+(``memory_facts_fts`` and ``messages_fts`` as tsvector tables, with
+``guildlore_fts_text`` and their triggers), ``p001_vectors`` (``vec_facts``
+and ``vec_messages``, one table per kind for SQLite's vec0 index per model)
+and ``p001_triggers`` (every other SQLite trigger). The runner's
+``_migrations`` table is the runner's own (``memory.store.pg_migrations``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory.store.pg_schema import p001_fts, p001_tables, p001_triggers, p001_vectors
+
+# guildlore_fts_text counts bytes to spot ASCII and calls normalize(), and the
+# text search parser needs a UTF-8 database to see CJK and accented letters.
+_REQUIRE_UTF8 = """
+DO $fn$
+BEGIN
+    IF current_setting('server_encoding') <> 'UTF8' THEN
+        RAISE EXCEPTION 'guildlore needs a UTF8 database, not %',
+            current_setting('server_encoding');
+    END IF;
+END
+$fn$
+"""
+
+STATEMENTS: tuple[str, ...] = (
+    _REQUIRE_UTF8,
+    *p001_tables.STATEMENTS,
+    *p001_fts.STATEMENTS,
+    *p001_vectors.STATEMENTS,
+    *p001_triggers.STATEMENTS,
+)
+
+
+def apply(cur: Any) -> None:
+    """Create the schema through ``cur`` (a psycopg 3 cursor or connection),
+    inside the caller's transaction."""
+    for statement in STATEMENTS:
+        cur.execute(statement)
