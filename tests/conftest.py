@@ -56,9 +56,60 @@ def local_embedder() -> Any:
     return emb
 
 
+# The engine's tests run on every backend: SQLite (the reference) and
+# PostgreSQL. GUILDLORE_TEST_BACKENDS=sqlite narrows a local run; a test (or
+# module) marked ``sqlite_only`` is about SQLite itself (its file, WAL, pragmas).
+BACKENDS: tuple[str, ...] = tuple(
+    b.strip()
+    for b in os.environ.get("GUILDLORE_TEST_BACKENDS", "sqlite,postgresql").split(",")
+    if b.strip()
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "sqlite_only(reason): the test is about SQLite itself; not run on PostgreSQL"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store_backend" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        backends = [b for b in BACKENDS if not only or b == "sqlite"] or ["sqlite"]
+        metafunc.parametrize("store_backend", backends)
+
+
+@pytest.fixture
+def database_url_for(
+    store_backend: str, request: pytest.FixtureRequest
+) -> Callable[[Path], str | None]:
+    """data dir → the database URL an engine on it uses: None on SQLite (the
+    file in the data dir), on PostgreSQL one fresh database per data dir, so
+    two engines on one data dir share their memory and two on different dirs
+    do not, as with SQLite files."""
+    if store_backend != "postgresql":
+        return lambda _data_dir: None
+    from tests import pg
+
+    server = request.getfixturevalue("pg_server")
+    made: dict[Path, str] = {}
+
+    def url_for(data_dir: Path) -> str:
+        if data_dir not in made:
+            name = pg.create_database(server)
+            request.addfinalizer(lambda: pg.drop_database(server, name))
+            made[data_dir] = pg.url(server, name)
+        return made[data_dir]
+
+    return url_for
+
+
 @pytest_asyncio.fixture
-async def make_memory(tmp_path: Path, local_embedder: Any) -> AsyncIterator[Callable[..., Any]]:
-    """Factory for started engines on tmp_path; all are closed at teardown."""
+async def make_memory(
+    tmp_path: Path, local_embedder: Any, database_url_for: Callable[[Path], str | None]
+) -> AsyncIterator[Callable[..., Any]]:
+    """Factory for started engines on tmp_path (on each backend); all are
+    closed at teardown."""
     from memory.config import MemoryConfig
     from memory.engine import Memory
 
@@ -80,7 +131,9 @@ async def make_memory(tmp_path: Path, local_embedder: Any) -> AsyncIterator[Call
 
         if embeddings == "none":
             overrides.setdefault("embedding", EmbeddingConfig(provider="none"))
-        cfg = MemoryConfig.for_data_dir(data_dir or tmp_path / "data", **overrides)
+        data_dir = data_dir or tmp_path / "data"
+        overrides.setdefault("database_url", database_url_for(data_dir))
+        cfg = MemoryConfig.for_data_dir(data_dir, **overrides)
         if embeddings == "none":
             cfg = replace(cfg, embedding=replace(cfg.embedding, provider="none"))
         mem = Memory(
@@ -117,17 +170,25 @@ async def fake_llm_client(fake_openai: Any) -> AsyncIterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def pg_server() -> Iterator[Any]:
     """One real PostgreSQL with pgvector for the session (the pgserver wheel);
     a server that cannot start fails the tests that need it."""
+    import shutil
+    import tempfile
+
     from tests import pg
 
+    # Not under pytest's temporary folder: the server runs as another user,
+    # and every pytest session makes that folder private to root again.
+    base = Path(tempfile.mkdtemp(prefix="guildlore-pg-"))
+    base.chmod(0o755)
     try:
-        server = pg.start_server(tmp_path_factory.mktemp("pg") / "data")
+        server = pg.start_server(base / "data")
     except pg.PgServerError as exc:
         pytest.fail(str(exc), pytrace=False)
     yield server
     pg.stop_server(server)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -31,7 +31,8 @@ from memory.errors import StorageError
 from memory.store import postgres, sqlite
 from memory.store.migrations import migrate as migrate_sqlite
 from memory.store.pg_migrations import migrate as migrate_pg
-from memory.store.pg_schema.p001_tables import reset_identities
+from memory.store.pg_migrations import reset_identities
+
 from memory.store.vectors import index_value
 
 log = logging.getLogger(__name__)
@@ -252,8 +253,7 @@ def copy_sqlite_to_postgres(
             for statement in FTS_REBUILD:
                 raw.execute(statement)
             report.vectors = _build_vector_indexes(src, raw)
-            with raw.cursor() as cur:
-                reset_identities(cur)
+            reset_identities(raw)
             for t in tables:
                 s = int(src.execute(f'SELECT count(*) FROM "{t.name}"').fetchone()[0])
                 d = int(raw.execute(f'SELECT count(*) FROM "{t.name}"').fetchone()[0])

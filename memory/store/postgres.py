@@ -144,6 +144,8 @@ def translate(sql: str) -> tuple[str, bool, str | None]:
         text = re.sub(r"(?<![:\w]):([A-Za-z_]\w*)", r"%(\1)s", text)
         text = text.replace("?", "%s")
         text = re.sub(r"\bBEGIN\s+IMMEDIATE\b", "BEGIN", text, flags=re.IGNORECASE)
+        # Index hints: PostgreSQL's planner picks its own.
+        text = re.sub(r"\s+(?:INDEXED\s+BY\s+\w+|NOT\s+INDEXED)\b", "", text, flags=re.IGNORECASE)
         text = re.sub(r"\bLIMIT\s+-1\b", "LIMIT ALL", text, flags=re.IGNORECASE)
         text = re.sub(r"\bNOT\s+LIKE\b", "NOT ILIKE", text, flags=re.IGNORECASE)
         text = re.sub(r"(?<!NOT )\bLIKE\b", "ILIKE", text, flags=re.IGNORECASE)
