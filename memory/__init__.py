@@ -42,6 +42,7 @@ from memory.diagnostics import (
     embedding_dims,
     inbox_status,
     list_models,
+    postgres_status,
 )
 from memory.embed.base import provider_default_model
 from memory.engine import Memory
@@ -71,12 +72,13 @@ from memory.models import (
 from memory.reply_record import record_reply_context
 from memory.retrieval.gate_calibration import load_calibration_file
 from memory.roles.members import MemberFact, MemberRecord, NotYours
-from memory.store.retention import RetentionTimer
 from memory.store.copy_db import CopyReport, copy_sqlite_to_postgres
+from memory.store.retention import RetentionTimer
 from memory.store.sqlite import capabilities as sqlite_capabilities
 from memory.throttle import Throttle
 
 __all__ = [
+    "postgres_status",
     "CopyReport",
     "copy_sqlite_to_postgres",
     "EPISODE_SUBJECT",

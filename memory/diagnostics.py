@@ -54,6 +54,58 @@ def database_status(path: Path) -> DatabaseStatus | None:
 
 
 @dataclass(frozen=True)
+class PostgresStatus:
+    """What ``guildlore doctor`` says about a PostgreSQL ``database_url``."""
+
+    server_version: int  # e.g. 160002
+    server_text: str
+    vector_available: bool  # the pgvector extension can be (or is) created
+    vector_version: str | None  # installed in this database
+    known_migrations: int
+    pending: list[str]
+    messages: int | None
+    facts: int | None
+
+
+def postgres_status(url: str) -> PostgresStatus:
+    """Connect to ``url`` (raises ``StorageError`` when that fails) and report
+    the server, pgvector and the schema state. Blocking: run on a thread."""
+    from memory.errors import StorageError
+    from memory.store import pg_migrations, postgres
+
+    try:
+        raw = postgres.connect_raw(url)
+    except sqlite.Error as exc:
+        raise StorageError(str(exc)) from exc
+    try:
+        num = int(postgres.scalar(raw, "SHOW server_version_num"))
+        text = str(postgres.scalar(raw, "SHOW server_version"))
+        available = postgres.scalar(
+            raw, "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')"
+        )
+        installed = postgres.scalar(
+            raw, "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        )
+        done = set(pg_migrations.recorded(raw))
+        counts = None
+        if done:
+            con = postgres.PgConnection(raw, {})
+            counts = ops.message_and_fact_counts(con)
+    finally:
+        raw.close()
+    return PostgresStatus(
+        server_version=num,
+        server_text=text,
+        vector_available=bool(available),
+        vector_version=str(installed) if installed else None,
+        known_migrations=len(pg_migrations.PG_MIGRATIONS),
+        pending=[name for name, _ in pg_migrations.PG_MIGRATIONS if name not in done],
+        messages=counts[0] if counts else None,
+        facts=counts[1] if counts else None,
+    )
+
+
+@dataclass(frozen=True)
 class InboxStatus:
     """Messages by unfinished state (``retry``, ``failed``, ``pending``, ``dropped``)
     and active facts without a vector for the default embedding model."""

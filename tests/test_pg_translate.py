@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory.store import sqlite
-from memory.store.fts import tsquery_text
+from memory.store.fts import phrases
 from memory.store.postgres import translate
 
 
@@ -55,7 +55,7 @@ def test_sqlite_only_spellings() -> None:
     )
 
 
-def test_match_expression_as_tsquery() -> None:
-    assert tsquery_text('"paint" OR "paint"*') == "'paint' | 'paint':*"
-    assert tsquery_text('"o""brien" OR "it\'s"') == "'o\"brien' | 'it''s'"
-    assert tsquery_text("") == ""
+def test_phrases_of_a_match_expression() -> None:
+    assert phrases('"paint" OR "paint"*') == [("paint", False), ("paint", True)]
+    assert phrases('"o""brien" OR "猫"*') == [('o"brien', False), ("猫", True)]
+    assert phrases("") == []

@@ -130,9 +130,55 @@ def _existing_ancestor(path: Path) -> Path:
     return path
 
 
+MIN_POSTGRES = 150000  # PostgreSQL 15
+
+
+def check_postgres(report: Report, settings: Any) -> None:
+    from memory import GuildloreError, postgres_status
+
+    where = settings.database_label
+    try:
+        status = postgres_status(settings.database_url)
+    except GuildloreError as exc:
+        report.add(
+            "FAIL",
+            "database",
+            f"cannot connect to {where}: {exc}",
+            "check database.url (GUILDLORE_DATABASE_URL): host, port, user, password, database",
+        )
+        return
+    if status.server_version < MIN_POSTGRES:
+        report.add("FAIL", "database", f"PostgreSQL {status.server_text}", "guildlore needs 15+")
+        return
+    if not status.vector_available:
+        report.add(
+            "FAIL",
+            "pgvector",
+            f"PostgreSQL {status.server_text} at {where} has no pgvector extension",
+            "install pgvector on the server (e.g. the postgresql-NN-pgvector package)",
+        )
+        return
+    summary = f"PostgreSQL {status.server_text} at {where}, pgvector " + (
+        status.vector_version or "available"
+    )
+    if status.messages is not None:
+        summary += f": {status.messages} messages, {status.facts} facts"
+    if status.pending:
+        report.add(
+            "info",
+            "database",
+            f"{summary}; {len(status.pending)} migration(s) will be applied at next start",
+        )
+    else:
+        report.add("ok", "database", f"{summary}; schema up to date")
+
+
 def check_database(report: Report, settings: Any) -> None:
     from memory import database_status
 
+    if settings.database_url:
+        check_postgres(report, settings)
+        return
     db: Path = settings.resolved_db_path
     status = database_status(db)
     if status is None:
@@ -159,6 +205,9 @@ def check_database(report: Report, settings: Any) -> None:
 def check_inbox(report: Report, settings: Any) -> None:
     """Messages whose processing failed, and facts without a vector."""
     from memory import inbox_status
+
+    if settings.database_url:
+        return  # the database check above reported what PostgreSQL holds
 
     status = inbox_status(
         settings.resolved_db_path, settings.embedding_provider, settings.embedding_default_model

@@ -21,11 +21,17 @@ from memory import CopyReport, GuildloreError, copy_sqlite_to_postgres
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--from", dest="source", required=True, metavar="sqlite:///PATH",
+        "--from",
+        dest="source",
+        required=True,
+        metavar="sqlite:///PATH",
         help="the SQLite database file to copy (a sqlite:/// URL or a path)",
     )
     parser.add_argument(
-        "--to", dest="target", required=True, metavar="postgresql://…",
+        "--to",
+        dest="target",
+        required=True,
+        metavar="postgresql://…",
         help="the PostgreSQL database to copy into (empty, or a copy in progress)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -57,16 +63,28 @@ def run(args: argparse.Namespace) -> int:
     except GuildloreError as exc:
         raise CliError(f"guildlore migrate-db: {exc}", 1) from exc
     if args.json:
-        print(json.dumps({"ok": report.ok, "resumed": report.resumed,
-                          "tables": {n: {"source": s, "target": t}
-                                     for n, (s, t) in report.tables.items()},
-                          "vectorIndexes": report.vectors}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "ok": report.ok,
+                    "resumed": report.resumed,
+                    "tables": {
+                        n: {"source": s, "target": t} for n, (s, t) in report.tables.items()
+                    },
+                    "vectorIndexes": report.vectors,
+                },
+                indent=2,
+            )
+        )
     else:
         print(file=sys.stderr)
         rows = sum(s for s, _ in report.tables.values())
-        print(f"Copied {len(report.tables)} tables, {rows} rows"
-              + (" (resumed)" if report.resumed else "") + "; vector indexes: "
-              + (", ".join(f"{k} {v}" for k, v in report.vectors.items()) or "none"))
+        print(
+            f"Copied {len(report.tables)} tables, {rows} rows"
+            + (" (resumed)" if report.resumed else "")
+            + "; vector indexes: "
+            + (", ".join(f"{k} {v}" for k, v in report.vectors.items()) or "none")
+        )
         for line in report.mismatches():
             print(f"MISMATCH {line}", file=sys.stderr)
     return 0 if report.ok else 1

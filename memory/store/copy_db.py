@@ -32,7 +32,6 @@ from memory.store import postgres, sqlite
 from memory.store.migrations import migrate as migrate_sqlite
 from memory.store.pg_migrations import migrate as migrate_pg
 from memory.store.pg_migrations import reset_identities
-
 from memory.store.vectors import index_value
 
 log = logging.getLogger(__name__)
@@ -72,8 +71,11 @@ class CopyReport:
         return all(s == t for s, t in self.tables.values())
 
     def mismatches(self) -> list[str]:
-        return [f"{n}: {s} in the source, {t} in the target" for n, (s, t) in self.tables.items()
-                if s != t]
+        return [
+            f"{n}: {s} in the source, {t} in the target"
+            for n, (s, t) in self.tables.items()
+            if s != t
+        ]
 
 
 def source_tables(con: Any) -> list[Table]:
@@ -98,21 +100,47 @@ def source_tables(con: Any) -> list[Table]:
         else:
             key = ("rowid",)
         out.append(Table(name, columns, key))
-    return out
+    return _parents_first(con, out)
 
 
-def _batches(con: Any, table: Table, after: list[Any] | None) -> Iterator[list[Any]]:
+def _parents_first(con: Any, tables: list[Table]) -> list[Table]:
+    """``tables`` ordered so a table comes after those its foreign keys name:
+    the target checks every key as the rows go in."""
+    names = {t.name for t in tables}
+    parents = {
+        t.name: {
+            str(fk[2])
+            for fk in con.execute(f'PRAGMA foreign_key_list("{t.name}")')
+            if str(fk[2]) in names and str(fk[2]) != t.name
+        }
+        for t in tables
+    }
+    ordered: list[Table] = []
+    placed: set[str] = set()
+    pending = list(tables)
+    while pending:
+        ready = [t for t in pending if parents[t.name] <= placed]
+        if not ready:  # a cycle: keep the rest in name order
+            ready = pending[:1]
+        for t in ready:
+            ordered.append(t)
+            placed.add(t.name)
+        pending = [t for t in pending if t.name not in placed]
+    return ordered
+
+
+def _batches(con: Any, table: Table, after: list[Any] | None, batch: int) -> Iterator[list[Any]]:
     cols = ", ".join(f'"{c}"' for c in table.columns)
     keys = ", ".join(table.key)
     select = f'SELECT {keys}, {cols} FROM "{table.name}"'
     while True:
         if after is None:
-            rows = con.execute(f"{select} ORDER BY {keys} LIMIT ?", (BATCH,)).fetchall()
+            rows = con.execute(f"{select} ORDER BY {keys} LIMIT ?", (batch,)).fetchall()
         else:
             marks = ", ".join("?" * len(table.key))
             rows = con.execute(
                 f"{select} WHERE ({keys}) > ({marks}) ORDER BY {keys} LIMIT ?",
-                (*after, BATCH),
+                (*after, batch),
             ).fetchall()
         if not rows:
             return
@@ -143,10 +171,10 @@ def _prepare_target(raw: Any, tables: list[Table]) -> bool:
         f"CREATE TABLE IF NOT EXISTS {PROGRESS} (table_name TEXT PRIMARY KEY, "
         "last_key TEXT, copied BIGINT NOT NULL DEFAULT 0, done BOOLEAN NOT NULL DEFAULT FALSE)"
     )
-    started = raw.execute(f"SELECT count(*) FROM {PROGRESS}").fetchone()[0] > 0
+    started = int(postgres.scalar(raw, f"SELECT count(*) FROM {PROGRESS}")) > 0
     if not started:
         for t in tables:
-            if raw.execute(f'SELECT EXISTS (SELECT 1 FROM "{t.name}")').fetchone()[0]:
+            if postgres.scalar(raw, f'SELECT EXISTS (SELECT 1 FROM "{t.name}")'):
                 raise StorageError(
                     f"the target database already holds guildlore data ({t.name}); "
                     "copy into an empty database"
@@ -154,7 +182,9 @@ def _prepare_target(raw: Any, tables: list[Table]) -> bool:
     return bool(started)
 
 
-def _copy_table(src: Any, raw: Any, table: Table, total: int, progress: Progress | None) -> None:
+def _copy_table(
+    src: Any, raw: Any, table: Table, total: int, progress: Progress | None, batch: int
+) -> None:
     missing = set(table.columns) - _target_columns(raw, table.name)
     if missing:
         raise StorageError(f"the target has no column {sorted(missing)} in {table.name}")
@@ -167,7 +197,7 @@ def _copy_table(src: Any, raw: Any, table: Table, total: int, progress: Progress
     copied = int(row[1]) if row is not None else 0
     cols = ", ".join(f'"{c}"' for c in table.columns)
     width = len(table.key)
-    for rows in _batches(src, table, after):
+    for rows in _batches(src, table, after, batch):
         with raw.transaction():
             with raw.cursor().copy(f'COPY "{table.name}" ({cols}) FROM STDIN') as cp:
                 for r in rows:
@@ -232,7 +262,7 @@ def _build_vector_indexes(src: Any, raw: Any) -> dict[str, int]:
 
 
 def copy_sqlite_to_postgres(
-    source: str, target_url: str, *, progress: Progress | None = None
+    source: str, target_url: str, *, progress: Progress | None = None, batch: int = BATCH
 ) -> CopyReport:
     """Copy the SQLite file ``source`` into the PostgreSQL database at
     ``target_url`` (see the module docstring). Blocking: run it on a thread."""
@@ -247,7 +277,7 @@ def copy_sqlite_to_postgres(
             try:
                 for t in tables:
                     total = int(src.execute(f'SELECT count(*) FROM "{t.name}"').fetchone()[0])
-                    _copy_table(src, raw, t, total, progress)
+                    _copy_table(src, raw, t, total, progress, batch)
             finally:
                 _set_triggers(raw, enabled=True)
             for statement in FTS_REBUILD:
@@ -256,7 +286,7 @@ def copy_sqlite_to_postgres(
             reset_identities(raw)
             for t in tables:
                 s = int(src.execute(f'SELECT count(*) FROM "{t.name}"').fetchone()[0])
-                d = int(raw.execute(f'SELECT count(*) FROM "{t.name}"').fetchone()[0])
+                d = int(postgres.scalar(raw, f'SELECT count(*) FROM "{t.name}"'))
                 report.tables[t.name] = (s, d)
             if report.ok:
                 raw.execute(f"DROP TABLE {PROGRESS}")

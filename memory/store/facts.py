@@ -231,7 +231,9 @@ def search_facts_fts(
 ) -> list[tuple[Fact, float]]:
     """Active facts matching an FTS5 expression, with raw (negative) bm25."""
     q = fts_query(con, "memory_facts_fts", match)
-    args: list[Any] = [q.param, guild_id]
+    if q is None:
+        return []
+    args: list[Any] = [*q.params, guild_id]
     extra = ""
     if subjects:
         extra = f" AND f.subject IN ({marks(len(subjects))})"

@@ -5,12 +5,13 @@ The retrieval layer builds one match expression from plain tokens
 table and ranks by ``bm25()`` (negative, lower is better). PostgreSQL keeps a
 ``tsvector`` per row in a table of the same name (``rowid`` = the content
 row) and runs the same expression as a ``tsquery`` (``'paint' | 'paint':*``),
-ranked by ``-ts_rank_cd`` — negative too, lower is better — so the caller's
-normalisation to 0..1 (divide by the best) is the same for both.
+ranked by the same BM25 (below) — negative, lower is better — so the
+caller's normalisation to 0..1 (divide by the best) is the same for both.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -20,41 +21,121 @@ from memory.store.sql import dialect_of
 _TERM = re.compile(r'"((?:[^"]|"")*)"(\*?)')
 
 
-def tsquery_text(match: str) -> str:
-    """The FTS5 expression ``match`` (quoted terms joined by OR, each maybe a
-    prefix) as PostgreSQL ``to_tsquery`` input."""
-    terms: list[str] = []
-    for m in _TERM.finditer(match):
-        word = m.group(1).replace('""', '"')
-        quoted = "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
-        terms.append(quoted + (":*" if m.group(2) else ""))
-    return " | ".join(terms)
-
-
 @dataclass(frozen=True)
 class FtsQuery:
-    """Pieces of one statement that searches ``table``: ``source`` goes where
-    the table is named in FROM, ``where`` is the match condition and ``rank``
-    the raw rank. ``param`` is bound once, as the statement's first parameter:
-    PostgreSQL's ``source`` holds it, SQLite's ``where``."""
+    """Pieces of one statement that searches ``table``: ``rank`` (the raw
+    rank, in the SELECT list), ``source`` (where the table is named in FROM)
+    and ``where`` (the match condition, first in WHERE). ``params`` are theirs,
+    in that order: they come first in the statement's parameters."""
 
     source: str
     where: str
     rank: str
-    param: str
+    params: tuple[Any, ...]
 
 
-def fts_query(con: Any, table: str, match: str) -> FtsQuery:
+def fts_query(con: Any, table: str, match: str) -> FtsQuery | None:
+    """The pieces for ``match`` on this connection's backend (None: the
+    expression holds no word the index could match)."""
     if dialect_of(con) == "postgresql":
+        stats = bm25(con, table, match)
+        if stats is None:
+            return None
+        rank, params = stats.rank_sql(table)
         return FtsQuery(
             source=f"{table} CROSS JOIN to_tsquery('simple', ?) AS fts_q",
             where=f"{table}.tsv @@ fts_q",
-            rank=f"-ts_rank_cd({table}.tsv, fts_q)",
-            param=tsquery_text(match),
+            rank=rank,
+            params=(*params, stats.tsquery),
         )
-    return FtsQuery(
-        source=table,
-        where=f"{table} MATCH ?",
-        rank=f"bm25({table})",
-        param=match,
-    )
+    return FtsQuery(source=table, where=f"{table} MATCH ?", rank=f"bm25({table})", params=(match,))
+
+
+# -- BM25 on PostgreSQL -------------------------------------------------------------------------
+#
+# FTS5's bm25() with its defaults (k1 = 1.2, b = 0.75, every column weight 1),
+# computed from the same statistics: N rows and their mean length (in tokens)
+# from ``fts_stats``, which the index's triggers keep; each phrase's IDF from
+# the rows that match it, over the whole table as FTS5 counts them; the
+# phrase's frequency and the row's length from its tsvector. So a ranking
+# agrees with SQLite's wherever the two tokenizers agree on the words.
+
+K1 = 1.2
+B = 0.75
+
+
+def phrases(match: str) -> list[tuple[str, bool]]:
+    """(term, is prefix) of each quoted term of an FTS5 expression."""
+    return [(m.group(1).replace('""', '"'), bool(m.group(2))) for m in _TERM.finditer(match)]
+
+
+@dataclass(frozen=True)
+class Bm25:
+    """What a PostgreSQL search needs to rank by BM25: the tsquery text, the
+    lexemes with their IDF, and the table's mean row length."""
+
+    tsquery: str
+    terms: tuple[tuple[str, bool, float], ...]  # (lexeme, prefix, idf)
+    avgdl: float
+
+    def rank_sql(self, alias: str) -> tuple[str, list[Any]]:
+        """An expression for the raw (negative) BM25 of row ``alias`` of the
+        FTS table, and its parameters (they come before any other of the
+        statement's, as the expression sits in its SELECT list)."""
+        values = ", ".join("(?, ?, ?)" for _ in self.terms)
+        params: list[Any] = [K1 + 1, K1, 1 - B, B, self.avgdl]
+        for lexeme, prefix, idf in self.terms:
+            params.extend((lexeme, prefix, idf))
+        sql = (
+            "-(SELECT coalesce(sum(p.idf * s.f * ? / (s.f + ? * (? + ? * "
+            f"{alias}.len / ?))), 0) FROM (VALUES {values}) AS p(term, prefix, idf) "
+            "CROSS JOIN LATERAL (SELECT sum(coalesce(array_length(u.positions, 1), 1)) AS f "
+            f"FROM unnest({alias}.tsv) AS u WHERE u.lexeme = p.term "
+            "OR (p.prefix AND starts_with(u.lexeme, p.term))) AS s WHERE s.f > 0)"
+        )
+        return sql, params
+
+
+def bm25(con: Any, table: str, match: str) -> Bm25 | None:
+    """The BM25 inputs for ``match`` against ``table`` (None: no term)."""
+    wanted = phrases(match)
+    if not wanted:
+        return None
+    # Each term as the index holds it (case, diacritics, CJK bigrams).
+    values = ", ".join("(?, ?)" for _ in wanted)
+    rows = con.execute(
+        "SELECT v.i, u.lexeme FROM (VALUES "
+        f"{values}) AS v(i, t) CROSS JOIN LATERAL unnest(guildlore_fts_vector(v.t)) AS u "
+        "ORDER BY v.i, u.lexeme",
+        [x for i, (term, _) in enumerate(wanted) for x in (i, term)],
+    ).fetchall()
+    lexemes: list[tuple[str, bool]] = []
+    for i, lexeme in rows:
+        item = (str(lexeme), wanted[int(i)][1])
+        if item not in lexemes:
+            lexemes.append(item)
+    if not lexemes:
+        return None
+    docs, tokens = con.execute(
+        "SELECT coalesce(sum(docs), 0), coalesce(sum(tokens), 0) FROM fts_stats WHERE tbl = ?",
+        (table,),
+    ).fetchone()
+    n_rows = int(docs)
+    avgdl = float(tokens) / n_rows if n_rows else 1.0
+    terms: list[tuple[str, bool, float]] = []
+    for lexeme, prefix in lexemes:
+        query = _tsquery_term(lexeme, prefix)
+        hits = int(
+            con.execute(
+                f"SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', ?)", (query,)
+            ).fetchone()[0]
+        )
+        idf = math.log((n_rows - hits + 0.5) / (hits + 0.5)) if n_rows else 0.0
+        terms.append((lexeme, prefix, idf if idf > 0 else 1e-6))
+    tsq = " | ".join(_tsquery_term(lexeme, prefix) for lexeme, prefix in lexemes)
+    return Bm25(tsq, tuple(terms), avgdl or 1.0)
+
+
+def _tsquery_term(lexeme: str, prefix: bool) -> str:
+    quoted = "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+    return quoted + (":*" if prefix else "")

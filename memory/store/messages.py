@@ -407,8 +407,10 @@ def _search_messages_tsv(
     """``search_messages_fts`` on PostgreSQL: its planner filters the guild
     while it ranks, so one statement returns the guild's best ``limit``."""
     q = fts_query(con, "messages_fts", match)
+    if q is None:
+        return []
     where = f"{q.where} AND m.guild_id = ?"
-    args: list[Any] = [q.param, guild_id]
+    args: list[Any] = [*q.params, guild_id]
     if lo is not None:
         where += " AND messages_fts.rowid >= ?"
         args.append(lo)

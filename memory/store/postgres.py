@@ -284,6 +284,13 @@ def _params(params: Any) -> Any:
     return tuple(params) if params is not None else ()
 
 
+def scalar(raw: Any, sql: str, params: Any = ()) -> Any:
+    """The first column of the first row of a native statement on a raw
+    connection (None when there is no row)."""
+    row = raw.execute(sql, params).fetchone()
+    return None if row is None else row[0]
+
+
 def identity_columns(raw: psycopg.Connection[Any]) -> dict[str, str]:
     """Every table's identity column in the current schema."""
     rows = raw.execute(

@@ -113,8 +113,10 @@ def fts_fact_ranks(
     sort costs more than reading the few winners by id afterwards.
     """
     q = fts_query(con, "memory_facts_fts", match)
+    if q is None:
+        return []
     extra, args = valid_clause(as_of, "f")
-    args = [q.param, guild_id, *args]
+    args = [*q.params, guild_id, *args]
     if lo is not None:
         extra += " AND memory_facts_fts.rowid >= ?"
         args.append(lo)
