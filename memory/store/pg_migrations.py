@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory.errors import MigrationError
-from memory.store.pg_schema import p001_baseline
+from memory.store.pg_schema import p001_baseline, p002_bm25
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,7 @@ Migration = tuple[str, Callable[[Any], None]]
 
 PG_MIGRATIONS: list[Migration] = [
     ("p001_baseline", p001_baseline.apply),
+    ("p002_bm25", p002_bm25.apply),
 ]
 
 # pg_advisory_xact_lock key held by every migration transaction ("guildlor").
