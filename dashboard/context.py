@@ -349,7 +349,9 @@ async def health_context(request: web.Request) -> dict[str, Any]:
         "vectors": h.get("vectors", {}),
         "embedding_model": h.get("embedding_model"),
         "sqlite": sqlite,
-        "sqlite_vec_loaded": bool(sqlite.get("sqlite_vec")),
+        "database": "postgresql" if "postgresql" in sqlite else "sqlite",
+        # The KNN extension of whichever database: sqlite-vec, or pgvector.
+        "sqlite_vec_loaded": bool(sqlite.get("sqlite_vec") or sqlite.get("pgvector")),
         "queue": {
             "depth": c.get("queue_depth"),
             "in_flight": c.get("queue_in_flight"),

@@ -59,3 +59,10 @@ def test_phrases_of_a_match_expression() -> None:
     assert phrases('"paint" OR "paint"*') == [("paint", False), ("paint", True)]
     assert phrases('"o""brien" OR "猫"*') == [('o"brien', False), ("猫", True)]
     assert phrases("") == []
+
+
+def test_literals_are_never_rewritten_and_extrema_see_through_them() -> None:
+    assert sql("SELECT max(coalesce(a, ''), b) FROM t WHERE c = 'max(x, y) LIKE ?'") == (
+        "SELECT greatest(coalesce(a, ''), b) FROM t WHERE c = 'max(x, y) LIKE ?'"
+    )
+    assert sql("SELECT 'it''s 5%' || ?") == "SELECT 'it''s 5%%' || %s"

@@ -265,7 +265,8 @@ def channel_counts(con: Any, guild_id: str) -> list[tuple[str, str | None, int, 
         "SELECT e.channel_id, c.name, count(*), max(e.ended_at) FROM episodes e "
         "JOIN memory_facts f ON f.id = e.fact_id "
         "LEFT JOIN channels c ON c.guild_id = e.guild_id AND c.channel_id = e.channel_id "
-        "WHERE e.guild_id = ? AND f.is_active = 1 GROUP BY e.channel_id ORDER BY max(e.ended_at) "
+        "WHERE e.guild_id = ? AND f.is_active = 1 GROUP BY e.channel_id, c.name "
+        "ORDER BY max(e.ended_at) "
         "DESC",
         (guild_id,),
     ).fetchall()

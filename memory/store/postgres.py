@@ -71,21 +71,23 @@ def _row_factory(cursor: Any) -> Any:
 # -- translation of SQLite spellings ---------------------------------------------
 
 _STRING = re.compile(r"'(?:[^']|'')*'")
-_WORD_OR_REST = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\S")
+_MASK = re.compile(r"\x00(\d+)\x00")
 
 
-def _outside_strings(sql: str) -> list[tuple[bool, str]]:
-    """``sql`` cut into (is_string_literal, text) pieces."""
-    pieces: list[tuple[bool, str]] = []
-    pos = 0
-    for m in _STRING.finditer(sql):
-        if m.start() > pos:
-            pieces.append((False, sql[pos : m.start()]))
-        pieces.append((True, m.group(0)))
-        pos = m.end()
-    if pos < len(sql):
-        pieces.append((False, sql[pos:]))
-    return pieces
+def _mask_strings(sql: str) -> tuple[str, list[str]]:
+    """``sql`` with each string literal replaced by a marker, so that rewriting
+    never touches a literal's text, and the literals in order."""
+    literals: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:
+        literals.append(m.group(0))
+        return f"\x00{len(literals) - 1}\x00"
+
+    return _STRING.sub(keep, sql), literals
+
+
+def _unmask(sql: str, literals: list[str]) -> str:
+    return _MASK.sub(lambda m: literals[int(m.group(1))], sql)
 
 
 def _two_arg_extrema(code: str) -> str:
@@ -135,27 +137,23 @@ def translate(sql: str) -> tuple[str, bool, str | None]:
             )
         ignore = True
         sql = sql[: m.start()] + "INSERT INTO" + sql[m.end() :]
-    pieces: list[str] = []
-    for literal, text in _outside_strings(sql):
-        text = text.replace("%", "%%")
-        if literal:
-            pieces.append(text)
-            continue
-        text = re.sub(r"(?<![:\w]):([A-Za-z_]\w*)", r"%(\1)s", text)
-        text = text.replace("?", "%s")
-        text = re.sub(r"\bBEGIN\s+IMMEDIATE\b", "BEGIN", text, flags=re.IGNORECASE)
-        # Index hints: PostgreSQL's planner picks its own.
-        text = re.sub(r"\s+(?:INDEXED\s+BY\s+\w+|NOT\s+INDEXED)\b", "", text, flags=re.IGNORECASE)
-        text = re.sub(r"\bLIMIT\s+-1\b", "LIMIT ALL", text, flags=re.IGNORECASE)
-        text = re.sub(r"\bNOT\s+LIKE\b", "NOT ILIKE", text, flags=re.IGNORECASE)
-        text = re.sub(r"(?<!NOT )\bLIKE\b", "ILIKE", text, flags=re.IGNORECASE)
-        text = re.sub(r"\binstr\s*\(", "strpos(", text, flags=re.IGNORECASE)
-        text = _two_arg_extrema(text)
-        # A unary ``+`` before a column keeps SQLite off an index; PostgreSQL
-        # has no such operator for text.
-        text = re.sub(r"(?<=[\s(,])\+(?=[A-Za-z_])", "", text)
-        pieces.append(text)
-    out = "".join(pieces)
+    code, literals = _mask_strings(sql)
+    # psycopg reads every % as the start of a placeholder, literals included.
+    code = code.replace("%", "%%")
+    code = re.sub(r"(?<![:\w]):([A-Za-z_]\w*)", r"%(\1)s", code)
+    code = code.replace("?", "%s")
+    code = re.sub(r"\bBEGIN\s+IMMEDIATE\b", "BEGIN", code, flags=re.IGNORECASE)
+    # Index hints: PostgreSQL's planner picks its own.
+    code = re.sub(r"\s+(?:INDEXED\s+BY\s+\w+|NOT\s+INDEXED)\b", "", code, flags=re.IGNORECASE)
+    code = re.sub(r"\bLIMIT\s+-1\b", "LIMIT ALL", code, flags=re.IGNORECASE)
+    code = re.sub(r"\bNOT\s+LIKE\b", "NOT ILIKE", code, flags=re.IGNORECASE)
+    code = re.sub(r"(?<!NOT )\bLIKE\b", "ILIKE", code, flags=re.IGNORECASE)
+    code = re.sub(r"\binstr\s*\(", "strpos(", code, flags=re.IGNORECASE)
+    code = _two_arg_extrema(code)
+    # A unary ``+`` before a column keeps SQLite off an index; PostgreSQL
+    # has no such operator for text.
+    code = re.sub(r"(?<=[\s(,])\+(?=[A-Za-z_])", "", code)
+    out = _unmask(code, [lit.replace("%", "%%") for lit in literals])
     if ignore:
         tail = _RETURNING.search(out)
         if tail:

@@ -57,7 +57,7 @@ def timers(
     con: Any, guild_id: str | None = None, due_by: str | None = None
 ) -> list[RetentionTimer]:
     """Timers (of one guild; due by a time), soonest first."""
-    sql = "SELECT guild_id, user_id, action, due_at FROM retention_timers WHERE 1"
+    sql = "SELECT guild_id, user_id, action, due_at FROM retention_timers WHERE 1 = 1"
     args: list[Any] = []
     if guild_id is not None:
         sql += " AND guild_id = ?"
