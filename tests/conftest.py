@@ -117,17 +117,20 @@ async def fake_llm_client(fake_openai: Any) -> AsyncIterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def pg_server() -> Iterator[Any]:
     """One real PostgreSQL with pgvector for the session (the pgserver wheel);
     a server that cannot start fails the tests that need it."""
     from tests import pg
 
+    base = pg.data_parent()
     try:
-        server = pg.start_server(tmp_path_factory.mktemp("pg") / "data")
+        server = pg.start_server(base / "data")
     except pg.PgServerError as exc:
+        pg.remove_data(base)
         pytest.fail(str(exc), pytrace=False)
     yield server
     pg.stop_server(server)
+    pg.remove_data(base)
 
 
 @pytest.fixture

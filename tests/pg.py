@@ -4,6 +4,9 @@ on a temporary data directory, and one fresh database per test."""
 from __future__ import annotations
 
 import secrets
+import shutil
+import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +15,25 @@ class PgServerError(RuntimeError):
     """The test PostgreSQL could not be started or reached."""
 
 
+def data_parent() -> Path:
+    """A new directory for one server's data, outside pytest's temporary
+    tree: the server runs as another user (pgserver's, when tests run as
+    root) and needs the path open to it, while every pytest start resets its
+    own tree to owner-only, which would cut a running server off its files."""
+    return Path(tempfile.mkdtemp(prefix="guildlore-pg-test-"))
+
+
+def remove_data(parent: Path) -> None:
+    shutil.rmtree(parent, ignore_errors=True)
+
+
 def start_server(data_dir: Path) -> Any:
     """Start (or join) the server on ``data_dir``; stopped by ``stop_server``."""
     try:
-        import pgserver
+        with warnings.catch_warnings():
+            # platformdirs warns that XDG_RUNTIME_DIR is unset (root in a container).
+            warnings.simplefilter("ignore")
+            import pgserver
         import psycopg
     except ImportError as exc:
         raise PgServerError(
