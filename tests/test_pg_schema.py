@@ -5,6 +5,8 @@ SQLite's for the same statements, the FTS text function, KNN by guild."""
 
 from __future__ import annotations
 
+import random
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -105,6 +107,10 @@ def _pg_foreign_keys(conn: Any, table: str) -> list[tuple[str, str, str, str]]:
     return sorted((r[0], r[1], r[2], actions[r[3]]) for r in rows)
 
 
+def _literals(expression: str) -> list[str]:
+    return sorted(re.findall(r"'([^']*)'", expression))
+
+
 def test_every_sqlite_table_is_there_with_the_same_columns_keys_and_indexes(
     lite: Any, pgc: Any
 ) -> None:
@@ -140,11 +146,18 @@ def test_every_sqlite_table_is_there_with_the_same_columns_keys_and_indexes(
         )
         assert _pg_foreign_keys(pgc, table) == fks, table
         sql = lite.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
-        checks = pgc.execute(
-            "SELECT count(*) FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'c'",
-            (table,),
-        ).fetchone()[0]
-        assert checks == sql.upper().count("CHECK ("), table
+        checks = [
+            r[0]
+            for r in pgc.execute(
+                "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+                "WHERE conrelid = %s::regclass AND contype = 'c'",
+                (table,),
+            )
+        ]
+        assert len(checks) == sql.upper().count("CHECK ("), table
+        # The values a CHECK allows: the string literals of its IN list.
+        lite_checks = re.findall(r"CHECK \((.*?)\)(?:,|\s*$)", sql, flags=re.M)
+        assert sorted(_literals(c) for c in checks) == sorted(_literals(c) for c in lite_checks)
 
 
 def test_identities_are_by_default_and_reset_past_copied_ids(pgc: Any) -> None:
@@ -464,3 +477,27 @@ def test_knn_over_a_guilds_fact_vectors_returns_the_nearest(pgc: Any) -> None:
     mine = [i for i in np.argsort(cosine) if guilds[i] == "g1"][:5]
     assert [r[0] for r in rows] == [int(i) for i in mine]
     assert [r[1] for r in rows] == pytest.approx([float(cosine[i]) for i in mine], abs=1e-5)
+
+
+def test_the_fts_text_function_is_the_python_one_on_random_mixed_text(pgc: Any) -> None:
+    pieces = [
+        "abc XYZ 12 ",
+        "éèêëçñüÅØß",
+        "東京大阪京都北京会议",
+        "ひらがなカタカナｶﾀｶﾅ",
+        "한국어텍스트",
+        "ภาษาไทย",
+        "😀🎉👍",
+        " .,!?-_'\"\t\n",
+        "ﬁ①㌔ｆｕｌ",
+        "\u200b\u200d\ufe0f",
+    ]
+    alphabet = "".join(pieces)
+    rng = random.Random(16)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(400)]
+    rows = pgc.execute(
+        "SELECT guildlore_fts_text(t) FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, n) "
+        "ORDER BY n",
+        (texts,),
+    ).fetchall()
+    assert [r[0] for r in rows] == [fts_index_text(t) for t in texts]
