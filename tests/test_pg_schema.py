@@ -501,3 +501,74 @@ def test_the_fts_text_function_is_the_python_one_on_random_mixed_text(pgc: Any) 
         (texts,),
     ).fetchall()
     assert [r[0] for r in rows] == [fts_index_text(t) for t in texts]
+
+
+_TEXTS = [
+    "Alice paints birds in the park",
+    "The meeting moved to 2024-05-01 at 3.14pm, see x@y.com or https://a.b/c",
+    "Crème brûlée at the CAFÉ with Zoë; naïve Ångström",
+    "Straße und Größe",
+    "v1.2.3 released; foo-bar o'reilly hello_world",
+    "明日は東京で会議",
+    "我住在东京。他住在北京!",
+    "猫がいる",
+    "한국어 텍스트 입니다",
+    "Привет мир, Γειά σου κόσμε",
+    "emoji 😀🎉 party",
+    "ｆｕｌｌ ｗｉｄｔｈ ＡＢＣ",
+]
+_QUERIES = [
+    "paint birds",
+    "painting",
+    "when is the meeting on 2024-05-01",
+    "3.14",
+    "x@y.com",
+    "cafe creme brulee",
+    "Café naïve",
+    "angstrom zoe",
+    "strasse größe",
+    "v1.2.3 foo bar reilly",
+    "hello world",
+    "東京の会議",
+    "北京",
+    "猫",
+    "한국어",
+    "мир",
+    "κόσμε",
+    "full width abc",
+    "party 🎉",
+]
+
+
+def test_a_match_expression_finds_the_rows_sqlite_finds(lite: Any, pgc: Any) -> None:
+    from memory.retrieval.query import fts_match_expression
+
+    _both(lite, pgc, [_message(i + 1, f"m{i}", text) for i, text in enumerate(_TEXTS)])
+    checked = 0
+    for query in _QUERIES:
+        for prefixes in (False, True):
+            expr = fts_match_expression(query, prefixes=prefixes)
+            assert expr is not None, query
+            want = [
+                r[0]
+                for r in lite.execute(
+                    "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid",
+                    (expr,),
+                )
+            ]
+            got = [
+                r[0]
+                for r in pgc.execute(
+                    "SELECT rowid FROM messages_fts WHERE tsv @@ guildlore_fts_match(%s) "
+                    "ORDER BY rowid",
+                    (expr,),
+                )
+            ]
+            assert got == want, (query, expr)
+            checked += bool(want)
+    assert checked >= 20  # most queries find something
+
+
+def test_a_match_expression_the_store_never_writes_is_refused(pgc: Any) -> None:
+    with pytest.raises(psycopg.errors.RaiseException, match="not a quoted FTS phrase"):
+        pgc.execute("SELECT guildlore_fts_match('alice AND bob')")

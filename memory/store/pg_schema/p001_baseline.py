@@ -16,14 +16,19 @@ from typing import Any
 
 from memory.store.pg_schema import p001_fts, p001_tables, p001_triggers, p001_vectors
 
-# guildlore_fts_text counts bytes to spot ASCII and calls normalize(), and the
-# text search parser needs a UTF-8 database to see CJK and accented letters.
+# guildlore_fts_text counts bytes to spot ASCII and calls normalize(), and
+# guildlore_fts_words needs the database's ctype to know non-ASCII letters
+# (under plain "C" every accented, CJK or Cyrillic letter would be a separator).
 _REQUIRE_UTF8 = """
 DO $fn$
 BEGIN
     IF current_setting('server_encoding') <> 'UTF8' THEN
         RAISE EXCEPTION 'guildlore needs a UTF8 database, not %',
             current_setting('server_encoding');
+    END IF;
+    IF NOT 'éΩж東한' ~ '^[[:alnum:]]+$' THEN
+        RAISE EXCEPTION 'guildlore needs a database whose ctype knows non-ASCII letters '
+            '(such as C.UTF-8 or en_US.UTF-8), not %', current_setting('lc_ctype');
     END IF;
 END
 $fn$
