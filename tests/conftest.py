@@ -141,3 +141,27 @@ def pg_url(pg_server: Any) -> Iterator[str]:
     name = pg.create_database(pg_server)
     yield pg.url(pg_server, name)
     pg.drop_database(pg_server, name)
+
+
+@pytest.fixture
+def pg_conn(pg_url: str) -> Iterator[Any]:
+    """An autocommit psycopg connection to a fresh database with the schema."""
+    import psycopg
+
+    from memory.store import pg_migrations
+
+    conn = psycopg.connect(pg_url, autocommit=True)
+    pg_migrations.migrate(conn)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def sqlite_ref(tmp_path: Path) -> Iterator[Any]:
+    """A migrated SQLite database to compare PostgreSQL with."""
+    from memory.store import migrations, sqlite
+
+    con = sqlite.connect(tmp_path / "reference.db")
+    migrations.migrate(con)
+    yield con
+    con.close()

@@ -7,6 +7,7 @@ import secrets
 import shutil
 import tempfile
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,36 @@ def drop_database(server: Any, name: str) -> None:
 
     with psycopg.connect(url(server, "postgres"), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# -- the same statements on a SQLite reference and on PostgreSQL --------------------------
+
+
+def both(lite: Any, conn: Any, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
+    """Run each statement (SQLite placeholders) on both databases."""
+    for sql, args in statements:
+        lite.execute(sql, args)
+        conn.execute(sql.replace("?", "%s"), args)
+
+
+def dump(con: Any, table: str, order: str) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in con.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()]
+
+
+def fact_row(
+    fid: int, fact: str, evidence: str | None, fact_type: str = "other"
+) -> tuple[str, tuple[Any, ...]]:
+    return (
+        "INSERT INTO memory_facts (id, guild_id, subject, fact, fact_type, evidence_text, "
+        "created_at, updated_at) VALUES (?, 'g1', 'alice', ?, ?, ?, 't0', 't0')",
+        (fid, fact, fact_type, evidence),
+    )
+
+
+def message_row(seq: int, mid: str, content: str) -> tuple[str, tuple[Any, ...]]:
+    return (
+        "INSERT INTO messages (seq, id, guild_id, channel_id, author_id, author_name, content, "
+        "created_at, source, received_at) VALUES (?, ?, 'g1', 'c1', 'u1', 'Alice', ?, 't0', "
+        "'text', 't0')",
+        (seq, mid, content),
+    )

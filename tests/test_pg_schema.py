@@ -1,15 +1,12 @@
 """The PostgreSQL schema against the SQLite one, on a real server (pgserver,
 PostgreSQL with pgvector): the same tables, columns, keys and indexes, the
 migration runner's bookkeeping and locking, triggers with the same effects as
-SQLite's for the same statements, the FTS text function, KNN by guild."""
+SQLite's for the same statements, the KNN tables."""
 
 from __future__ import annotations
 
-import random
 import re
 import threading
-from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,28 +14,12 @@ import psycopg
 import pytest
 
 from memory.errors import MigrationError
-from memory.store import migrations, pg_migrations, sqlite
-from memory.text import fts_index_text
+from memory.store import pg_migrations
+from tests import pg
 
 _PG_TYPE = {"INTEGER": "bigint", "REAL": "double precision", "BLOB": "bytea", "TEXT": "text"}
 # PostgreSQL tables standing for SQLite virtual tables (see memory.store.pg_schema).
 _FOR_VIRTUAL = {"memory_facts_fts", "messages_fts", "vec_facts", "vec_messages"}
-
-
-@pytest.fixture
-def lite(tmp_path: Path) -> Iterator[Any]:
-    con = sqlite.connect(tmp_path / "ref.db")
-    migrations.migrate(con)
-    yield con
-    con.close()
-
-
-@pytest.fixture
-def pgc(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
-    conn = psycopg.connect(pg_url, autocommit=True)
-    pg_migrations.migrate(conn)
-    yield conn
-    conn.close()
 
 
 def _ordinary_tables(con: Any) -> list[str]:
@@ -112,13 +93,13 @@ def _literals(expression: str) -> list[str]:
 
 
 def test_every_sqlite_table_is_there_with_the_same_columns_keys_and_indexes(
-    lite: Any, pgc: Any
+    sqlite_ref: Any, pg_conn: Any
 ) -> None:
-    tables = _ordinary_tables(lite)
+    tables = _ordinary_tables(sqlite_ref)
     assert "memory_facts" in tables and "_migrations" in tables
-    assert _pg_tables(pgc) == sorted([*tables, *_FOR_VIRTUAL])
+    assert _pg_tables(pg_conn) == sorted([*tables, *_FOR_VIRTUAL])
     for table in tables:
-        info = lite.execute(f'PRAGMA table_info("{table}")').fetchall()
+        info = sqlite_ref.execute(f'PRAGMA table_info("{table}")').fetchall()
         want = [
             (
                 r["name"],
@@ -128,27 +109,31 @@ def test_every_sqlite_table_is_there_with_the_same_columns_keys_and_indexes(
             )
             for r in info
         ]
-        assert _pg_columns(pgc, table) == want, table
+        assert _pg_columns(pg_conn, table) == want, table
         pk = [r["name"] for r in sorted(info, key=lambda r: r["pk"]) if r["pk"]]
-        assert _pg_key_columns(pgc, table, "p") == ([tuple(pk)] if pk else []), table
+        assert _pg_key_columns(pg_conn, table, "p") == ([tuple(pk)] if pk else []), table
         unique, named = [], {}
-        for ix in lite.execute(f'PRAGMA index_list("{table}")').fetchall():
-            cols = tuple(c["name"] for c in lite.execute(f'PRAGMA index_info("{ix["name"]}")'))
+        for ix in sqlite_ref.execute(f'PRAGMA index_list("{table}")').fetchall():
+            cols = tuple(
+                c["name"] for c in sqlite_ref.execute(f'PRAGMA index_info("{ix["name"]}")')
+            )
             if ix["origin"] == "u":
                 unique.append(cols)
             elif ix["origin"] == "c":
                 named[ix["name"]] = (cols, bool(ix["unique"]), bool(ix["partial"]))
-        assert _pg_key_columns(pgc, table, "u") == sorted(unique), table
-        assert _pg_indexes(pgc, table) == named, table
+        assert _pg_key_columns(pg_conn, table, "u") == sorted(unique), table
+        assert _pg_indexes(pg_conn, table) == named, table
         fks = sorted(
             (r["from"], r["table"], r["to"], r["on_delete"])
-            for r in lite.execute(f'PRAGMA foreign_key_list("{table}")')
+            for r in sqlite_ref.execute(f'PRAGMA foreign_key_list("{table}")')
         )
-        assert _pg_foreign_keys(pgc, table) == fks, table
-        sql = lite.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+        assert _pg_foreign_keys(pg_conn, table) == fks, table
+        sql = sqlite_ref.execute(
+            "SELECT sql FROM sqlite_master WHERE name = ?", (table,)
+        ).fetchone()[0]
         checks = [
             r[0]
-            for r in pgc.execute(
+            for r in pg_conn.execute(
                 "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
                 "WHERE conrelid = %s::regclass AND contype = 'c'",
                 (table,),
@@ -160,14 +145,14 @@ def test_every_sqlite_table_is_there_with_the_same_columns_keys_and_indexes(
         assert sorted(_literals(c) for c in checks) == sorted(_literals(c) for c in lite_checks)
 
 
-def test_identities_are_by_default_and_reset_past_copied_ids(pgc: Any) -> None:
-    pgc.execute(
+def test_identities_are_by_default_and_reset_past_copied_ids(pg_conn: Any) -> None:
+    pg_conn.execute(
         "INSERT INTO memory_facts (id, guild_id, subject, fact, created_at, updated_at) "
         "VALUES (41, 'g', 's', 'copied', 't', 't')"
     )
-    after = pg_migrations.reset_identities(pgc)
+    after = pg_migrations.reset_identities(pg_conn)
     assert after["memory_facts"] == 42 and after["messages"] == 1
-    row = pgc.execute(
+    row = pg_conn.execute(
         "INSERT INTO memory_facts (guild_id, subject, fact, created_at, updated_at) "
         "VALUES ('g', 's', 'new', 't', 't') RETURNING id"
     ).fetchone()
@@ -226,100 +211,8 @@ def test_two_processes_starting_at_once_apply_each_step_once(pg_url: str) -> Non
 # -- the same statements on both databases -------------------------------------------------
 
 
-def _both(lite: Any, pgc: Any, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
-    for sql, args in statements:
-        lite.execute(sql, args)
-        pgc.execute(sql.replace("?", "%s"), args)
-
-
-def _dump(con: Any, table: str, order: str) -> list[tuple[Any, ...]]:
-    rows = con.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
-    return [tuple(r) for r in rows]
-
-
-def _fts_hits(lite: Any, pgc: Any, table: str, term: str) -> tuple[list[int], list[int]]:
-    """rowids matching one term (a word, or a bigram of a spaceless script)."""
-    a = lite.execute(
-        f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid", (f'"{term}"',)
-    ).fetchall()
-    b = pgc.execute(
-        f"SELECT rowid FROM {table} WHERE tsv @@ to_tsquery('simple', quote_literal(%s)) "
-        "ORDER BY rowid",
-        (term,),
-    ).fetchall()
-    return [r[0] for r in a], [r[0] for r in b]
-
-
-def _same_fts(lite: Any, pgc: Any, table: str, terms: Sequence[str]) -> None:
-    count = f"SELECT count(*) FROM {table}"
-    assert lite.execute(count).fetchone()[0] == pgc.execute(count).fetchone()[0]
-    for term in terms:
-        a, b = _fts_hits(lite, pgc, table, term)
-        assert a == b, (table, term, a, b)
-
-
-def _fact(fid: int, fact: str, evidence: str | None, fact_type: str = "other") -> tuple[str, tuple]:
-    return (
-        "INSERT INTO memory_facts (id, guild_id, subject, fact, fact_type, evidence_text, "
-        "created_at, updated_at) VALUES (?, 'g1', 'alice', ?, ?, ?, 't0', 't0')",
-        (fid, fact, fact_type, evidence),
-    )
-
-
-def _message(seq: int, mid: str, content: str) -> tuple[str, tuple]:
-    return (
-        "INSERT INTO messages (seq, id, guild_id, channel_id, author_id, author_name, content, "
-        "created_at, source, received_at) VALUES (?, ?, 'g1', 'c1', 'u1', 'Alice', ?, 't0', "
-        "'text', 't0')",
-        (seq, mid, content),
-    )
-
-
-_FACT_TERMS = ["alice", "paints", "birds", "tokyo", "evidence", "东京", "会议", "moved", "teal"]
-
-
-def test_fact_fts_rows_follow_inserts_updates_and_deletes_as_in_sqlite(lite: Any, pgc: Any) -> None:
-    steps: list[list[tuple[str, tuple]]] = [
-        [
-            _fact(1, "Alice paints birds", "she said she paints birds"),
-            _fact(2, "Alice lives in Tokyo", None),
-            _fact(3, "我住在东京", "明天在东京开会议"),
-        ],
-        [("UPDATE memory_facts SET fact = ? WHERE id = ?", ("Alice moved to Kyoto", 2))],
-        [("UPDATE memory_facts SET evidence_text = ? WHERE id = ?", ("teal evidence", 1))],
-        # Not an indexed column: the index is left as it is.
-        [("UPDATE memory_facts SET is_active = 0, updated_at = 't1' WHERE id = ?", (3,))],
-        [("UPDATE memory_facts SET evidence_text = NULL WHERE id = ?", (3,))],
-        [("DELETE FROM memory_facts WHERE id = ?", (1,))],
-    ]
-    for step in steps:
-        _both(lite, pgc, step)
-        _same_fts(lite, pgc, "memory_facts_fts", _FACT_TERMS)
-    assert _fts_hits(lite, pgc, "memory_facts_fts", "东京") == ([3], [3])
-    assert _fts_hits(lite, pgc, "memory_facts_fts", "tokyo") == ([], [])
-
-
-def test_message_fts_rows_follow_inserts_edits_and_deletes_as_in_sqlite(
-    lite: Any, pgc: Any
-) -> None:
-    terms = ["hello", "world", "meeting", "edited", "東京", "会議", "猫"]
-    steps: list[list[tuple[str, tuple]]] = [
-        [
-            _message(1, "m1", "hello world"),
-            _message(2, "m2", "明日は東京で会議"),
-            _message(3, "m3", "猫"),
-        ],
-        [("UPDATE messages SET content = ? WHERE seq = ?", ("edited meeting", 1))],
-        [("UPDATE messages SET state = 'done' WHERE seq = ?", (2,))],
-        [("DELETE FROM messages WHERE seq = ?", (3,))],
-    ]
-    for step in steps:
-        _both(lite, pgc, step)
-        _same_fts(lite, pgc, "messages_fts", terms)
-
-
 def test_a_history_row_bumps_the_revision_and_logs_the_change_as_in_sqlite(
-    lite: Any, pgc: Any
+    sqlite_ref: Any, pg_conn: Any
 ) -> None:
     insert = (
         "INSERT INTO fact_history (guild_id, fact_id, event, old_text, new_text, actor, "
@@ -336,27 +229,27 @@ def test_a_history_row_bumps_the_revision_and_logs_the_change_as_in_sqlite(
         ("g1", 1, "update", None, "c", None, "t8"),
         ("g2", 2, "delete", "x", None, None, "t9"),
     ]
-    _both(lite, pgc, [(insert, r) for r in rows])
+    pg.both(sqlite_ref, pg_conn, [(insert, r) for r in rows])
     for table, order in (("guild_revisions", "guild_id"), ("memory_changes", "guild_id, rev")):
-        assert _dump(pgc, table, order) == _dump(lite, table, order), table
-    assert _dump(pgc, "guild_revisions", "guild_id") == [("g1", 4), ("g2", 1)]
+        assert pg.dump(pg_conn, table, order) == pg.dump(sqlite_ref, table, order), table
+    assert pg.dump(pg_conn, "guild_revisions", "guild_id") == [("g1", 4), ("g2", 1)]
     # The log keeps a guild's newest 1,000 changes.
     many = [(insert, ("g3", i, "add", None, str(i), None, f"t{i}")) for i in range(1003)]
-    _both(lite, pgc, many)
+    pg.both(sqlite_ref, pg_conn, many)
     keep = "SELECT count(*), min(rev), max(rev) FROM memory_changes WHERE guild_id = 'g3'"
-    assert tuple(pgc.execute(keep).fetchone()) == tuple(lite.execute(keep).fetchone())
-    assert tuple(pgc.execute(keep).fetchone()) == (1000, 4, 1003)
+    assert tuple(pg_conn.execute(keep).fetchone()) == tuple(sqlite_ref.execute(keep).fetchone())
+    assert tuple(pg_conn.execute(keep).fetchone()) == (1000, 4, 1003)
 
 
 def test_deleting_facts_and_messages_clears_their_side_rows_as_in_sqlite(
-    lite: Any, pgc: Any
+    sqlite_ref: Any, pg_conn: Any
 ) -> None:
     setup: list[tuple[str, tuple]] = [
-        _fact(1, "one", None),
-        _fact(2, "two", None, "episode"),
-        _fact(3, "three", None),
-        _message(10, "m10", "source"),
-        _message(11, "m11", "another"),
+        pg.fact_row(1, "one", None),
+        pg.fact_row(2, "two", None, "episode"),
+        pg.fact_row(3, "three", None),
+        pg.message_row(10, "m10", "source"),
+        pg.message_row(11, "m11", "another"),
         (
             "INSERT INTO fact_sources VALUES (?, ?, 'g1', 't'), (?, ?, 'g1', 't'), "
             "(?, ?, 'g1', 't')",
@@ -388,7 +281,7 @@ def test_deleting_facts_and_messages_clears_their_side_rows_as_in_sqlite(
             (),
         ),
     ]
-    _both(lite, pgc, setup)
+    pg.both(sqlite_ref, pg_conn, setup)
     tables = {
         "fact_sources": "fact_id, message_id",
         "canon_pins": "guild_id, message_id",
@@ -410,64 +303,39 @@ def test_deleting_facts_and_messages_clears_their_side_rows_as_in_sqlite(
         [("UPDATE memory_facts SET is_active = 1, updated_at = 't7' WHERE id = 3", ())],
     ]
     for step in steps:
-        _both(lite, pgc, step)
+        pg.both(sqlite_ref, pg_conn, step)
         for table, order in tables.items():
-            assert _dump(pgc, table, order) == _dump(lite, table, order), (step, table)
-    assert _dump(pgc, "episodes", "fact_id")[0][0] == 1
+            assert pg.dump(pg_conn, table, order) == pg.dump(sqlite_ref, table, order), (
+                step,
+                table,
+            )
+    assert pg.dump(pg_conn, "episodes", "fact_id")[0][0] == 1
 
 
-def test_a_vector_table_refuses_a_vector_of_the_wrong_width(pgc: Any) -> None:
-    pgc.execute(
+def test_a_vector_table_refuses_a_vector_of_the_wrong_width(pg_conn: Any) -> None:
+    pg_conn.execute(
         "INSERT INTO embedding_models (id, model, dims, created_at) VALUES (1, 'm', 3, 't')"
     )
-    pgc.execute("INSERT INTO vec_facts VALUES (1, 1, 'g1', '[1,0,0]')")
+    pg_conn.execute("INSERT INTO vec_facts VALUES (1, 1, 'g1', '[1,0,0]')")
     with pytest.raises(psycopg.errors.RaiseException, match="dimension mismatch"):
-        pgc.execute("INSERT INTO vec_messages VALUES (1, 5, 'g1', '[1,0]')")
+        pg_conn.execute("INSERT INTO vec_messages VALUES (1, 5, 'g1', '[1,0]')")
 
 
-_SAMPLES = [
-    "",
-    "plain ASCII, with punctuation: yes!",
-    "Café naïve résumé Ærøskøbing ß",
-    "e\u0301 combining accent",  # NFKC composes it
-    "ﬁ ligature, ｆｕｌｌ ｗｉｄｔｈ, ①②, ㌔",  # NFKC compatibility forms
-    "明日は東京で会議",
-    "我住在东京。他住在北京!",
-    "猫",
-    "ひらがな カタカナ ｶﾀｶﾅ",
-    "한국어 텍스트 입니다",
-    "ภาษาไทยไม่มีช่องว่าง",
-    "emoji 😀🎉 and 👩\u200d👩\u200d👧 family",
-    "mixed東京abc大阪123京都",
-    "𠀋𠀌𠀍 extension B",
-    "Привет мир, Γειά σου",
-    "zero\u200bwidth and\ufeffbom",
-    "ㄅㄆㄇ bopomofo",
-    "မြန်မာ ខ្មែរ ລາວ",
-]
-
-
-def test_the_fts_text_function_is_the_python_one(pgc: Any) -> None:
-    for text in [*_SAMPLES, None]:
-        got = pgc.execute("SELECT guildlore_fts_text(%s)", (text,)).fetchone()[0]
-        assert got == fts_index_text(text), text
-
-
-def test_knn_over_a_guilds_fact_vectors_returns_the_nearest(pgc: Any) -> None:
+def test_knn_over_a_guilds_fact_vectors_returns_the_nearest(pg_conn: Any) -> None:
     rng = np.random.default_rng(7)
-    pgc.execute(
+    pg_conn.execute(
         "INSERT INTO embedding_models (id, model, dims, created_at) VALUES (4, 'm', 8, 't')"
     )
     vectors = rng.normal(size=(40, 8)).astype(np.float32)
     guilds = ["g1" if i % 2 else "g2" for i in range(40)]
-    with pgc.cursor() as cur:
+    with pg_conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO vec_facts (model_id, fact_id, guild_id, embedding) "
             "VALUES (4, %s, %s, %s::vector)",
             [(i, guilds[i], str(v.tolist())) for i, v in enumerate(vectors)],
         )
     query = rng.normal(size=8).astype(np.float32)
-    rows = pgc.execute(
+    rows = pg_conn.execute(
         "SELECT fact_id, embedding <=> %s::vector AS distance FROM vec_facts "
         "WHERE model_id = 4 AND guild_id = 'g1' ORDER BY distance LIMIT 5",
         (str(query.tolist()),),
@@ -477,98 +345,3 @@ def test_knn_over_a_guilds_fact_vectors_returns_the_nearest(pgc: Any) -> None:
     mine = [i for i in np.argsort(cosine) if guilds[i] == "g1"][:5]
     assert [r[0] for r in rows] == [int(i) for i in mine]
     assert [r[1] for r in rows] == pytest.approx([float(cosine[i]) for i in mine], abs=1e-5)
-
-
-def test_the_fts_text_function_is_the_python_one_on_random_mixed_text(pgc: Any) -> None:
-    pieces = [
-        "abc XYZ 12 ",
-        "éèêëçñüÅØß",
-        "東京大阪京都北京会议",
-        "ひらがなカタカナｶﾀｶﾅ",
-        "한국어텍스트",
-        "ภาษาไทย",
-        "😀🎉👍",
-        " .,!?-_'\"\t\n",
-        "ﬁ①㌔ｆｕｌ",
-        "\u200b\u200d\ufe0f",
-    ]
-    alphabet = "".join(pieces)
-    rng = random.Random(16)
-    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(400)]
-    rows = pgc.execute(
-        "SELECT guildlore_fts_text(t) FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, n) "
-        "ORDER BY n",
-        (texts,),
-    ).fetchall()
-    assert [r[0] for r in rows] == [fts_index_text(t) for t in texts]
-
-
-_TEXTS = [
-    "Alice paints birds in the park",
-    "The meeting moved to 2024-05-01 at 3.14pm, see x@y.com or https://a.b/c",
-    "Crème brûlée at the CAFÉ with Zoë; naïve Ångström",
-    "Straße und Größe",
-    "v1.2.3 released; foo-bar o'reilly hello_world",
-    "明日は東京で会議",
-    "我住在东京。他住在北京!",
-    "猫がいる",
-    "한국어 텍스트 입니다",
-    "Привет мир, Γειά σου κόσμε",
-    "emoji 😀🎉 party",
-    "ｆｕｌｌ ｗｉｄｔｈ ＡＢＣ",
-]
-_QUERIES = [
-    "paint birds",
-    "painting",
-    "when is the meeting on 2024-05-01",
-    "3.14",
-    "x@y.com",
-    "cafe creme brulee",
-    "Café naïve",
-    "angstrom zoe",
-    "strasse größe",
-    "v1.2.3 foo bar reilly",
-    "hello world",
-    "東京の会議",
-    "北京",
-    "猫",
-    "한국어",
-    "мир",
-    "κόσμε",
-    "full width abc",
-    "party 🎉",
-]
-
-
-def test_a_match_expression_finds_the_rows_sqlite_finds(lite: Any, pgc: Any) -> None:
-    from memory.retrieval.query import fts_match_expression
-
-    _both(lite, pgc, [_message(i + 1, f"m{i}", text) for i, text in enumerate(_TEXTS)])
-    checked = 0
-    for query in _QUERIES:
-        for prefixes in (False, True):
-            expr = fts_match_expression(query, prefixes=prefixes)
-            assert expr is not None, query
-            want = [
-                r[0]
-                for r in lite.execute(
-                    "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid",
-                    (expr,),
-                )
-            ]
-            got = [
-                r[0]
-                for r in pgc.execute(
-                    "SELECT rowid FROM messages_fts WHERE tsv @@ guildlore_fts_match(%s) "
-                    "ORDER BY rowid",
-                    (expr,),
-                )
-            ]
-            assert got == want, (query, expr)
-            checked += bool(want)
-    assert checked >= 20  # most queries find something
-
-
-def test_a_match_expression_the_store_never_writes_is_refused(pgc: Any) -> None:
-    with pytest.raises(psycopg.errors.RaiseException, match="not a quoted FTS phrase"):
-        pgc.execute("SELECT guildlore_fts_match('alice AND bob')")
