@@ -167,6 +167,11 @@ def test_a_second_migrate_does_nothing(pg_url: str) -> None:
         assert pg_migrations.recorded(conn) == ["p001_baseline"]
 
 
+def test_migrate_wants_an_autocommit_connection(pg_url: str) -> None:
+    with psycopg.connect(pg_url) as conn, pytest.raises(ValueError, match="autocommit"):
+        pg_migrations.migrate(conn)
+
+
 def test_a_database_of_a_newer_guildlore_is_refused(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         pg_migrations.migrate(conn)

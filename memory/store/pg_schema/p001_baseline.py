@@ -3,8 +3,9 @@ in native PostgreSQL (≥ 15; pgvector for the KNN indexes). Shipped: never
 edit, add a new migration instead.
 
 Its parts: ``p001_tables`` (the ordinary tables and indexes), ``p001_fts``
-(``memory_facts_fts`` and ``messages_fts`` as tsvector tables, with
-``guildlore_fts_text`` and their triggers), ``p001_vectors`` (``vec_facts``
+(``memory_facts_fts`` and ``messages_fts`` as tsvector tables, their
+triggers, ``guildlore_fts_text`` and ``guildlore_fts_words`` for what is
+indexed, ``guildlore_fts_match`` for the store's MATCH expressions), ``p001_vectors`` (``vec_facts``
 and ``vec_messages``, one table per kind for SQLite's vec0 index per model)
 and ``p001_triggers`` (every other SQLite trigger). The runner's
 ``_migrations`` table is the runner's own (``memory.store.pg_migrations``).
