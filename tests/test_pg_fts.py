@@ -205,3 +205,20 @@ def test_a_match_expression_finds_the_rows_sqlite_finds(sqlite_ref: Any, pg_conn
 def test_a_match_expression_the_store_never_writes_is_refused(pg_conn: Any) -> None:
     with pytest.raises(psycopg.errors.RaiseException, match="not a quoted FTS phrase"):
         pg_conn.execute("SELECT guildlore_fts_match('alice AND bob')")
+
+
+_LETTERS = (
+    "Łódź Øresund Đorđe ħal ŧest æther œuvre Straße ı İstanbul ǅemal Ŀlum ĳssel þorn ð "
+    "ǖber άλφα йод ёж naïve ÉCOLE Ångström ñandú Čeština ﬀ ① ２０２４年 ＡＢＣ"
+)
+
+
+def test_the_index_holds_the_words_sqlite_holds(sqlite_ref: Any, pg_conn: Any) -> None:
+    texts = [*_TEXTS, *_LETTERS.split(), _LETTERS]
+    pg.both(sqlite_ref, pg_conn, [pg.message_row(i + 1, f"m{i}", t) for i, t in enumerate(texts)])
+    sqlite_ref.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, messages_fts, row)")
+    want = sorted(r[0] for r in sqlite_ref.execute("SELECT term FROM temp.vocab"))
+    got = sorted(
+        r[0] for r in pg_conn.execute("SELECT word FROM ts_stat('SELECT tsv FROM messages_fts')")
+    )
+    assert got == want
