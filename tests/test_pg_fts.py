@@ -222,3 +222,33 @@ def test_the_index_holds_the_words_sqlite_holds(sqlite_ref: Any, pg_conn: Any) -
         r[0] for r in pg_conn.execute("SELECT word FROM ts_stat('SELECT tsv FROM messages_fts')")
     )
     assert got == want
+
+
+def test_the_index_holds_the_words_sqlite_holds_for_random_mixed_script_text(
+    sqlite_ref: Any, pg_conn: Any
+) -> None:
+    pieces = [
+        "abc XYZ 12 ",
+        "éèêëçñüÅØßŁÓ",
+        "東京大阪京都北京会议",
+        "ひらがなカタカナｶﾀｶﾅ",
+        "한국어텍스트",
+        "😀🎉👍",
+        " .,!?-_'\"\t\n@/:",
+        "ﬁ①㌔ｆｕｌ",
+        "\u200b\u200d\ufe0f",
+        "άλφαйодё",
+        "\u0301\u0308",  # combining marks standing alone
+        "ที่นี่ภาษา",
+        "हिन्दीभाषा",  # vowel signs and virama: SQLite splits words at them
+        "العَرَبِيَّة",
+        "עִבְרִית",
+    ]
+    alphabet = "".join(pieces)
+    rng = random.Random(8)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(300)]
+    pg.both(sqlite_ref, pg_conn, [pg.message_row(i + 1, f"m{i}", t) for i, t in enumerate(texts)])
+    sqlite_ref.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, messages_fts, row)")
+    want = sorted(r[0] for r in sqlite_ref.execute("SELECT term FROM temp.vocab"))
+    got = pg_conn.execute("SELECT word FROM ts_stat('SELECT tsv FROM messages_fts')").fetchall()
+    assert sorted(r[0] for r in got) == want
