@@ -59,13 +59,14 @@ def url(server: Any, database: str) -> str:
     return str(server.get_uri(database))
 
 
-def create_database(server: Any) -> str:
-    """A new empty database's name (``gl_<random>``)."""
+def create_database(server: Any, options: str = "") -> str:
+    """A new empty database's name (``gl_<random>``); ``options`` are
+    CREATE DATABASE options (encoding, locale)."""
     import psycopg
 
     name = f"gl_{secrets.token_hex(6)}"
     with psycopg.connect(url(server, "postgres"), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}" {options}')
     return name
 
 

@@ -172,6 +172,26 @@ def test_migrate_wants_an_autocommit_connection(pg_url: str) -> None:
         pg_migrations.migrate(conn)
 
 
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        ("ENCODING 'LATIN1' LOCALE 'C' TEMPLATE template0", "needs a UTF8 database"),
+        ("ENCODING 'UTF8' LOCALE 'C' TEMPLATE template0", "knows non-ASCII letters"),
+    ],
+)
+def test_a_database_that_cannot_hold_the_index_is_refused(
+    pg_server: Any, options: str, refusal: str
+) -> None:
+    name = pg.create_database(pg_server, options)
+    try:
+        with psycopg.connect(pg.url(pg_server, name), autocommit=True) as conn:
+            with pytest.raises(MigrationError, match=refusal):
+                pg_migrations.migrate(conn)
+            assert pg_migrations.recorded(conn) == []
+    finally:
+        pg.drop_database(pg_server, name)
+
+
 def test_a_database_of_a_newer_guildlore_is_refused(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         pg_migrations.migrate(conn)

@@ -27,9 +27,12 @@ BEGIN
         RAISE EXCEPTION 'guildlore needs a UTF8 database, not %',
             current_setting('server_encoding');
     END IF;
-    IF NOT 'éΩж東한' ~ '^[[:alnum:]]+$' THEN
+    -- Latin, Greek, Cyrillic, Han and Hangul letters, spelt in ASCII so that
+    -- this statement reaches a database of any encoding.
+    IF NOT chr(233) || chr(937) || chr(1078) || chr(26481) || chr(54620) ~ '^[[:alnum:]]+$' THEN
         RAISE EXCEPTION 'guildlore needs a database whose ctype knows non-ASCII letters '
-            '(such as C.UTF-8 or en_US.UTF-8), not %', current_setting('lc_ctype');
+            '(such as C.UTF-8 or en_US.UTF-8), not %',
+            (SELECT datctype FROM pg_database WHERE datname = current_database());
     END IF;
 END
 $fn$
