@@ -173,22 +173,17 @@ async def fake_llm_client(fake_openai: Any) -> AsyncIterator[Any]:
 def pg_server() -> Iterator[Any]:
     """One real PostgreSQL with pgvector for the session (the pgserver wheel);
     a server that cannot start fails the tests that need it."""
-    import shutil
-    import tempfile
-
     from tests import pg
 
-    # Not under pytest's temporary folder: the server runs as another user,
-    # and every pytest session makes that folder private to root again.
-    base = Path(tempfile.mkdtemp(prefix="guildlore-pg-"))
-    base.chmod(0o755)
+    base = pg.data_parent()
     try:
         server = pg.start_server(base / "data")
     except pg.PgServerError as exc:
+        pg.remove_data(base)
         pytest.fail(str(exc), pytrace=False)
     yield server
     pg.stop_server(server)
-    shutil.rmtree(base, ignore_errors=True)
+    pg.remove_data(base)
 
 
 @pytest.fixture
@@ -199,3 +194,27 @@ def pg_url(pg_server: Any) -> Iterator[str]:
     name = pg.create_database(pg_server)
     yield pg.url(pg_server, name)
     pg.drop_database(pg_server, name)
+
+
+@pytest.fixture
+def pg_conn(pg_url: str) -> Iterator[Any]:
+    """An autocommit psycopg connection to a fresh database with the schema."""
+    import psycopg
+
+    from memory.store import pg_migrations
+
+    conn = psycopg.connect(pg_url, autocommit=True)
+    pg_migrations.migrate(conn)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def sqlite_ref(tmp_path: Path) -> Iterator[Any]:
+    """A migrated SQLite database to compare PostgreSQL with."""
+    from memory.store import migrations, sqlite
+
+    con = sqlite.connect(tmp_path / "reference.db")
+    migrations.migrate(con)
+    yield con
+    con.close()

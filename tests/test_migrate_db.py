@@ -182,3 +182,30 @@ def test_an_interrupted_copy_resumes_where_it_stopped(tmp_path: Path, pg_url: st
     assert resumed_from[0] == 150  # went on after the last committed batch
     tables = sorted(report.tables)
     assert _counts_pg(pg_url, tables) == _counts_sqlite(Path(db), tables)
+
+
+def test_fts_totals_follow_every_insert_update_and_delete(pg_url: str) -> None:
+    """``fts_stats`` adds up to the index's rows and tokens whichever connection
+    wrote them (BM25's N and mean length), after deletes too."""
+    from memory.store.pg_migrations import migrate
+
+    raw = postgres.connect_raw(pg_url)
+    other = postgres.connect_raw(pg_url)
+    try:
+        migrate(raw)
+        for i, con in enumerate((raw, other, raw)):
+            con.execute(
+                "INSERT INTO messages (id, guild_id, channel_id, author_id, author_name, content, "
+                "created_at, source, received_at) VALUES (%s, '1', '2', '3', 'a', %s, 't', 'text', 't')",
+                (str(100 + i), "the ink on the scroll " * (i + 1)),
+            )
+        other.execute("UPDATE messages SET content = 'one word' WHERE id = '100'")
+        raw.execute("DELETE FROM messages WHERE id = '101'")
+        docs, tokens = raw.execute(
+            "SELECT sum(docs), sum(tokens) FROM fts_stats WHERE tbl = 'messages_fts'"
+        ).fetchone()
+        real = raw.execute("SELECT count(*), sum(len) FROM messages_fts").fetchone()
+        assert (docs, tokens) == tuple(real) == (2, 2 + 15)
+    finally:
+        raw.close()
+        other.close()

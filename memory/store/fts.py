@@ -4,7 +4,7 @@ The retrieval layer builds one match expression from plain tokens
 (``"paint" OR "paint"*``: FTS5's syntax). SQLite runs it against the FTS5
 table and ranks by ``bm25()`` (negative, lower is better). PostgreSQL keeps a
 ``tsvector`` per row in a table of the same name (``rowid`` = the content
-row) and runs the same expression as a ``tsquery`` (``'paint' | 'paint':*``),
+row) and runs the same expression through ``guildlore_fts_match``,
 ranked by the same BM25 (below) — negative, lower is better — so the
 caller's normalisation to 0..1 (divide by the best) is the same for both.
 """
@@ -43,10 +43,10 @@ def fts_query(con: Any, table: str, match: str) -> FtsQuery | None:
             return None
         rank, params = stats.rank_sql(table)
         return FtsQuery(
-            source=f"{table} CROSS JOIN to_tsquery('simple', ?) AS fts_q",
+            source=f"{table} CROSS JOIN guildlore_fts_match(?) AS fts_q",
             where=f"{table}.tsv @@ fts_q",
             rank=rank,
-            params=(*params, stats.tsquery),
+            params=(*params, match),
         )
     return FtsQuery(source=table, where=f"{table} MATCH ?", rank=f"bm25({table})", params=(match,))
 
@@ -71,17 +71,19 @@ def phrases(match: str) -> list[tuple[str, bool]]:
 
 @dataclass(frozen=True)
 class Bm25:
-    """What a PostgreSQL search needs to rank by BM25: the tsquery text, the
-    lexemes with their IDF, and the table's mean row length."""
+    """What a PostgreSQL search needs to rank by BM25: each phrase's words as
+    the index holds them, with the phrase's IDF, and the table's mean row
+    length."""
 
-    tsquery: str
     terms: tuple[tuple[str, bool, float], ...]  # (lexeme, prefix, idf)
     avgdl: float
 
     def rank_sql(self, alias: str) -> tuple[str, list[Any]]:
         """An expression for the raw (negative) BM25 of row ``alias`` of the
         FTS table, and its parameters (they come before any other of the
-        statement's, as the expression sits in its SELECT list)."""
+        statement's, as the expression sits in its SELECT list). A phrase of
+        several words counts each word's occurrences: close to FTS5's count
+        of the phrase, and the store's phrases are single words."""
         values = ", ".join("(?, ?, ?)" for _ in self.terms)
         params: list[Any] = [K1 + 1, K1, 1 - B, B, self.avgdl]
         for lexeme, prefix, idf in self.terms:
@@ -97,24 +99,9 @@ class Bm25:
 
 
 def bm25(con: Any, table: str, match: str) -> Bm25 | None:
-    """The BM25 inputs for ``match`` against ``table`` (None: no term)."""
+    """The BM25 inputs for ``match`` against ``table`` (None: no word)."""
     wanted = phrases(match)
     if not wanted:
-        return None
-    # Each term as the index holds it (case, diacritics, CJK bigrams).
-    values = ", ".join("(?, ?)" for _ in wanted)
-    rows = con.execute(
-        "SELECT v.i, u.lexeme FROM (VALUES "
-        f"{values}) AS v(i, t) CROSS JOIN LATERAL unnest(guildlore_fts_vector(v.t)) AS u "
-        "ORDER BY v.i, u.lexeme",
-        [x for i, (term, _) in enumerate(wanted) for x in (i, term)],
-    ).fetchall()
-    lexemes: list[tuple[str, bool]] = []
-    for i, lexeme in rows:
-        item = (str(lexeme), wanted[int(i)][1])
-        if item not in lexemes:
-            lexemes.append(item)
-    if not lexemes:
         return None
     docs, tokens = con.execute(
         "SELECT coalesce(sum(docs), 0), coalesce(sum(tokens), 0) FROM fts_stats WHERE tbl = ?",
@@ -123,19 +110,23 @@ def bm25(con: Any, table: str, match: str) -> Bm25 | None:
     n_rows = int(docs)
     avgdl = float(tokens) / n_rows if n_rows else 1.0
     terms: list[tuple[str, bool, float]] = []
-    for lexeme, prefix in lexemes:
-        query = _tsquery_term(lexeme, prefix)
+    for term, prefix in wanted:
+        expr = '"' + term.replace('"', '""') + '"' + ("*" if prefix else "")
+        # The phrase's rows, as FTS5 counts them: every row of the table.
         hits = int(
             con.execute(
-                f"SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', ?)", (query,)
+                f"SELECT count(*) FROM {table} WHERE tsv @@ guildlore_fts_match(?)", (expr,)
             ).fetchone()[0]
         )
         idf = math.log((n_rows - hits + 0.5) / (hits + 0.5)) if n_rows else 0.0
-        terms.append((lexeme, prefix, idf if idf > 0 else 1e-6))
-    tsq = " | ".join(_tsquery_term(lexeme, prefix) for lexeme, prefix in lexemes)
-    return Bm25(tsq, tuple(terms), avgdl or 1.0)
-
-
-def _tsquery_term(lexeme: str, prefix: bool) -> str:
-    quoted = "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
-    return quoted + (":*" if prefix else "")
+        # Its words as the index holds them (case, diacritics).
+        lexemes = con.execute(
+            "SELECT lexeme FROM unnest(guildlore_fts_vector(?)) ORDER BY lexeme", (term,)
+        ).fetchall()
+        for (lexeme,) in lexemes:
+            item = (str(lexeme), prefix, idf if idf > 0 else 1e-6)
+            if item not in terms:
+                terms.append(item)
+    if not terms:
+        return None
+    return Bm25(tuple(terms), avgdl or 1.0)

@@ -65,6 +65,10 @@ def recorded(conn: Any) -> list[str]:
 def migrate(conn: Any, *, upto: str | None = None) -> list[str]:
     """Apply pending migrations in order through ``conn`` (a psycopg 3
     connection in autocommit mode); returns the names applied now."""
+    if not conn.autocommit:
+        # Inside an open transaction each step would be a savepoint and the
+        # advisory lock would outlive it: neither its own commit nor safe.
+        raise ValueError("pg_migrations.migrate needs a connection in autocommit mode")
     with conn.transaction():
         # CREATE TABLE IF NOT EXISTS is not safe against a concurrent create.
         _lock(conn)

@@ -58,7 +58,7 @@ class Row(tuple[Any, ...]):
         return list(self._names)
 
 
-def _row_factory(cursor: Any) -> Any:
+def row_factory(cursor: Any) -> Any:
     names = tuple(col.name for col in cursor.description or ())
     row_type = type("Row", (Row,), {"_names": names, "__slots__": ()})
 
@@ -305,7 +305,7 @@ def connect_raw(url: str) -> psycopg.Connection[Any]:
     """A plain psycopg connection in autocommit mode with guildlore's rows."""
     try:
         raw = psycopg.connect(
-            url, autocommit=True, row_factory=_row_factory, application_name=APPLICATION_NAME
+            url, autocommit=True, row_factory=row_factory, application_name=APPLICATION_NAME
         )
     except psycopg.Error as exc:
         raise sqlite.OperationalError(f"cannot connect to PostgreSQL: {exc}") from exc

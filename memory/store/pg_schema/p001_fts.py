@@ -16,10 +16,32 @@ columns are one tsvector (``fact`` then ``evidence_text``).
 text unchanged; otherwise NFKC, and every run of a spaceless script (Thai,
 Lao, Myanmar, Khmer, kana, Bopomofo, CJK, Hangul syllables) replaced by its
 overlapping character bigrams, each a word, with a space either side (a lone
-character stands alone). The tsvector is ``to_tsvector('simple', ...)`` of it.
+character stands alone).
+
+``guildlore_fts_words`` makes of a text the words SQLite's ``unicode61
+remove_diacritics 2`` tokenizer sees: lower case, diacritics of Latin letters
+and lone diacritic marks removed, the other combining marks (Hebrew points,
+Arabic harakat, Indic vowel signs) and every run of characters that are
+neither letters nor digits a separator. The tsvector (``guildlore_fts_vector``) is those words of
+``guildlore_fts_text(t)`` at their positions, built directly rather than by
+PostgreSQL's text search parser, which keeps "3.14", "2024-05-01" ("2024",
+"-05", "-01"), "x@y.com" or "a.b/c" as words no query token can match and
+splits words that mix scripts. It needs a UTF-8 database whose ctype classifies non-ASCII letters (C.UTF-8,
+en_US.UTF-8, ...); the baseline refuses one that does not.
+
+``guildlore_fts_match(expr)`` is the tsquery of an FTS5 MATCH expression of
+the form the store writes (``memory.retrieval.query.fts_match_expression``):
+quoted phrases, each optionally a prefix (``"paint"*``), joined by OR. A
+phrase's text goes through ``guildlore_fts_words`` as FTS5 runs a query
+through its tokenizer (not through ``guildlore_fts_text``, which FTS5 does
+not apply to queries either), a phrase of several words matches them in a
+row, and a prefix applies to its last word. So ``fts MATCH ?`` is
+``fts.tsv @@ guildlore_fts_match(?)``. Anything else is refused.
 """
 
 from __future__ import annotations
+
+from memory.store.pg_schema.p001_marks import DIACRITICS, SEPARATOR_MARKS, bracket
 
 # memory.text._NO_SPACE_RANGES, as a regex bracket expression.
 _NO_SPACE = (
@@ -62,17 +84,84 @@ END
 $fn$
 """
 
-# The indexed form of one text; NULL indexes nothing, like an FTS5 NULL column.
+_MARK = bracket(DIACRITICS)
+_SPLIT = bracket(SEPARATOR_MARKS)
+
+FTS_WORDS_FUNCTION = rf"""
+CREATE FUNCTION guildlore_fts_words(t TEXT) RETURNS TEXT
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+    SELECT CASE WHEN octet_length(t) = char_length(t)
+        THEN regexp_replace(lower(t), '[^a-z0-9]+', ' ', 'g')
+        ELSE regexp_replace(regexp_replace(regexp_replace(
+            normalize(regexp_replace(
+                normalize(lower(t), NFD), '([a-z][{_SPLIT}]*)[{_MARK}]+', '\1', 'g'
+            ), NFC),
+            '[{_MARK}]+', '', 'g'),
+            '[{_SPLIT}]+', ' ', 'g'),
+            '[^[:alnum:]]+', ' ', 'g')
+    END
+$fn$
+"""
+
+# The indexed form of one text: its words at their positions, written as a
+# tsvector literal (words are letters and digits only, so quote_literal needs
+# no escapes). NULL indexes nothing, like an FTS5 NULL column. A tsvector
+# cannot hold a lexeme of 2 KB or a position past 16383: such a word is left
+# out, such a position is the last one.
 FTS_VECTOR_FUNCTION = """
 CREATE FUNCTION guildlore_fts_vector(t TEXT) RETURNS TSVECTOR
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-    SELECT to_tsvector('simple', coalesce(guildlore_fts_text(t), ''))
+    SELECT coalesce(string_agg(quote_literal(w) || ':' || least(n, 16383), ' ' ORDER BY n), '')
+        ::tsvector
+    FROM unnest(regexp_split_to_array(
+        btrim(coalesce(guildlore_fts_words(guildlore_fts_text(t)), '')), ' '
+    )) WITH ORDINALITY AS u(w, n)
+    WHERE w <> '' AND octet_length(w) < 2047
+$fn$
+"""
+
+FTS_MATCH_FUNCTION = """
+CREATE FUNCTION guildlore_fts_match(expr TEXT) RETURNS TSQUERY
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+    part TEXT;
+    prefix BOOLEAN;
+    words TEXT[];
+    phrase TEXT;
+    q TSQUERY;
+BEGIN
+    FOREACH part IN ARRAY string_to_array(btrim(expr), ' OR ') LOOP
+        part := btrim(part);
+        prefix := right(part, 1) = '*';
+        IF prefix THEN
+            part := left(part, -1);
+        END IF;
+        IF length(part) < 2 OR left(part, 1) <> '"' OR right(part, 1) <> '"' THEN
+            RAISE EXCEPTION 'not a quoted FTS phrase: %', part;
+        END IF;
+        part := replace(substr(part, 2, length(part) - 2), '""', '"');
+        words := regexp_split_to_array(btrim(guildlore_fts_words(part)), ' ');
+        IF words = ARRAY[''] THEN
+            CONTINUE;  -- no words: the phrase matches nothing
+        END IF;
+        phrase := array_to_string(ARRAY(
+            SELECT quote_literal(w) FROM unnest(words) WITH ORDINALITY AS u(w, n) ORDER BY n
+        ), ' <-> ');
+        IF prefix THEN
+            phrase := phrase || ':*';
+        END IF;
+        q := CASE WHEN q IS NULL THEN phrase::tsquery ELSE q || phrase::tsquery END;
+    END LOOP;
+    RETURN q;
+END
 $fn$
 """
 
 STATEMENTS: tuple[str, ...] = (
     FTS_TEXT_FUNCTION,
+    FTS_WORDS_FUNCTION,
     FTS_VECTOR_FUNCTION,
+    FTS_MATCH_FUNCTION,
     """CREATE TABLE memory_facts_fts (
         rowid BIGINT PRIMARY KEY,
         tsv TSVECTOR NOT NULL

@@ -1,0 +1,254 @@
+"""The PostgreSQL full-text index against SQLite's FTS5 tables, on a real
+server: rows indexed and unindexed by the same statements, the index text
+function equal to the Python one, and the store's MATCH expressions finding
+the rows SQLite finds."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+import pytest
+
+from memory.retrieval.query import fts_match_expression
+from memory.text import fts_index_text
+from tests import pg
+
+
+def _fts_hits(sqlite_ref: Any, pg_conn: Any, table: str, term: str) -> tuple[list[int], list[int]]:
+    """rowids matching one term (a word, or a bigram of a spaceless script)."""
+    a = sqlite_ref.execute(
+        f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid", (f'"{term}"',)
+    ).fetchall()
+    b = pg_conn.execute(
+        f"SELECT rowid FROM {table} WHERE tsv @@ guildlore_fts_match(%s) ORDER BY rowid",
+        (f'"{term}"',),
+    ).fetchall()
+    return [r[0] for r in a], [r[0] for r in b]
+
+
+def _same_fts(sqlite_ref: Any, pg_conn: Any, table: str, terms: Sequence[str]) -> None:
+    count = f"SELECT count(*) FROM {table}"
+    assert sqlite_ref.execute(count).fetchone()[0] == pg_conn.execute(count).fetchone()[0]
+    for term in terms:
+        a, b = _fts_hits(sqlite_ref, pg_conn, table, term)
+        assert a == b, (table, term, a, b)
+
+
+_FACT_TERMS = ["alice", "paints", "birds", "tokyo", "evidence", "东京", "会议", "moved", "teal"]
+
+
+def test_fact_fts_rows_follow_inserts_updates_and_deletes_as_in_sqlite(
+    sqlite_ref: Any, pg_conn: Any
+) -> None:
+    steps: list[list[tuple[str, tuple]]] = [
+        [
+            pg.fact_row(1, "Alice paints birds", "she said she paints birds"),
+            pg.fact_row(2, "Alice lives in Tokyo", None),
+            pg.fact_row(3, "我住在东京", "明天在东京开会议"),
+        ],
+        [("UPDATE memory_facts SET fact = ? WHERE id = ?", ("Alice moved to Kyoto", 2))],
+        [("UPDATE memory_facts SET evidence_text = ? WHERE id = ?", ("teal evidence", 1))],
+        # Not an indexed column: the index is left as it is.
+        [("UPDATE memory_facts SET is_active = 0, updated_at = 't1' WHERE id = ?", (3,))],
+        [("UPDATE memory_facts SET evidence_text = NULL WHERE id = ?", (3,))],
+        [("DELETE FROM memory_facts WHERE id = ?", (1,))],
+    ]
+    for step in steps:
+        pg.both(sqlite_ref, pg_conn, step)
+        _same_fts(sqlite_ref, pg_conn, "memory_facts_fts", _FACT_TERMS)
+    assert _fts_hits(sqlite_ref, pg_conn, "memory_facts_fts", "东京") == ([3], [3])
+    assert _fts_hits(sqlite_ref, pg_conn, "memory_facts_fts", "tokyo") == ([], [])
+
+
+def test_message_fts_rows_follow_inserts_edits_and_deletes_as_in_sqlite(
+    sqlite_ref: Any, pg_conn: Any
+) -> None:
+    terms = ["hello", "world", "meeting", "edited", "東京", "会議", "猫"]
+    steps: list[list[tuple[str, tuple]]] = [
+        [
+            pg.message_row(1, "m1", "hello world"),
+            pg.message_row(2, "m2", "明日は東京で会議"),
+            pg.message_row(3, "m3", "猫"),
+        ],
+        [("UPDATE messages SET content = ? WHERE seq = ?", ("edited meeting", 1))],
+        [("UPDATE messages SET state = 'done' WHERE seq = ?", (2,))],
+        [("DELETE FROM messages WHERE seq = ?", (3,))],
+    ]
+    for step in steps:
+        pg.both(sqlite_ref, pg_conn, step)
+        _same_fts(sqlite_ref, pg_conn, "messages_fts", terms)
+
+
+_SAMPLES = [
+    "",
+    "plain ASCII, with punctuation: yes!",
+    "Café naïve résumé Ærøskøbing ß",
+    "e\u0301 combining accent",  # NFKC composes it
+    "ﬁ ligature, ｆｕｌｌ ｗｉｄｔｈ, ①②, ㌔",  # NFKC compatibility forms
+    "明日は東京で会議",
+    "我住在东京。他住在北京!",
+    "猫",
+    "ひらがな カタカナ ｶﾀｶﾅ",
+    "한국어 텍스트 입니다",
+    "ภาษาไทยไม่มีช่องว่าง",
+    "emoji 😀🎉 and 👩\u200d👩\u200d👧 family",
+    "mixed東京abc大阪123京都",
+    "𠀋𠀌𠀍 extension B",
+    "Привет мир, Γειά σου",
+    "zero\u200bwidth and\ufeffbom",
+    "ㄅㄆㄇ bopomofo",
+    "မြန်မာ ខ្មែរ ລາວ",
+]
+
+
+def test_the_fts_text_function_is_the_python_one(pg_conn: Any) -> None:
+    for text in [*_SAMPLES, None]:
+        got = pg_conn.execute("SELECT guildlore_fts_text(%s)", (text,)).fetchone()[0]
+        assert got == fts_index_text(text), text
+
+
+def test_the_fts_text_function_is_the_python_one_on_random_mixed_text(pg_conn: Any) -> None:
+    pieces = [
+        "abc XYZ 12 ",
+        "éèêëçñüÅØß",
+        "東京大阪京都北京会议",
+        "ひらがなカタカナｶﾀｶﾅ",
+        "한국어텍스트",
+        "ภาษาไทย",
+        "😀🎉👍",
+        " .,!?-_'\"\t\n",
+        "ﬁ①㌔ｆｕｌ",
+        "\u200b\u200d\ufe0f",
+    ]
+    alphabet = "".join(pieces)
+    rng = random.Random(16)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(400)]
+    rows = pg_conn.execute(
+        "SELECT guildlore_fts_text(t) FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, n) "
+        "ORDER BY n",
+        (texts,),
+    ).fetchall()
+    assert [r[0] for r in rows] == [fts_index_text(t) for t in texts]
+
+
+_TEXTS = [
+    "Alice paints birds in the park",
+    "The meeting moved to 2024-05-01 at 3.14pm, see x@y.com or https://a.b/c",
+    "Crème brûlée at the CAFÉ with Zoë; naïve Ångström",
+    "Straße und Größe",
+    "v1.2.3 released; foo-bar o'reilly hello_world",
+    "明日は東京で会議",
+    "我住在东京。他住在北京!",
+    "猫がいる",
+    "한국어 텍스트 입니다",
+    "Привет мир, Γειά σου κόσμε",
+    "emoji 😀🎉 party",
+    "ｆｕｌｌ ｗｉｄｔｈ ＡＢＣ",
+]
+
+
+_QUERIES = [
+    "paint birds",
+    "painting",
+    "when is the meeting on 2024-05-01",
+    "3.14",
+    "x@y.com",
+    "cafe creme brulee",
+    "Café naïve",
+    "angstrom zoe",
+    "strasse größe",
+    "v1.2.3 foo bar reilly",
+    "hello world",
+    "東京の会議",
+    "北京",
+    "猫",
+    "한국어",
+    "мир",
+    "κόσμε",
+    "full width abc",
+    "party 🎉",
+]
+
+
+def test_a_match_expression_finds_the_rows_sqlite_finds(sqlite_ref: Any, pg_conn: Any) -> None:
+    pg.both(
+        sqlite_ref, pg_conn, [pg.message_row(i + 1, f"m{i}", text) for i, text in enumerate(_TEXTS)]
+    )
+    checked = 0
+    for query in _QUERIES:
+        for prefixes in (False, True):
+            expr = fts_match_expression(query, prefixes=prefixes)
+            assert expr is not None, query
+            want = [
+                r[0]
+                for r in sqlite_ref.execute(
+                    "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid",
+                    (expr,),
+                )
+            ]
+            got = [
+                r[0]
+                for r in pg_conn.execute(
+                    "SELECT rowid FROM messages_fts WHERE tsv @@ guildlore_fts_match(%s) "
+                    "ORDER BY rowid",
+                    (expr,),
+                )
+            ]
+            assert got == want, (query, expr)
+            checked += bool(want)
+    assert checked >= 20  # most queries find something
+
+
+def test_a_match_expression_the_store_never_writes_is_refused(pg_conn: Any) -> None:
+    with pytest.raises(psycopg.errors.RaiseException, match="not a quoted FTS phrase"):
+        pg_conn.execute("SELECT guildlore_fts_match('alice AND bob')")
+
+
+_LETTERS = (
+    "Łódź Øresund Đorđe ħal ŧest æther œuvre Straße ı İstanbul ǅemal Ŀlum ĳssel þorn ð "
+    "ǖber άλφα йод ёж naïve ÉCOLE Ångström ñandú Čeština ﬀ ① ２０２４年 ＡＢＣ"
+)
+
+
+def test_the_index_holds_the_words_sqlite_holds(sqlite_ref: Any, pg_conn: Any) -> None:
+    texts = [*_TEXTS, *_LETTERS.split(), _LETTERS]
+    pg.both(sqlite_ref, pg_conn, [pg.message_row(i + 1, f"m{i}", t) for i, t in enumerate(texts)])
+    sqlite_ref.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, messages_fts, row)")
+    want = sorted(r[0] for r in sqlite_ref.execute("SELECT term FROM temp.vocab"))
+    got = sorted(
+        r[0] for r in pg_conn.execute("SELECT word FROM ts_stat('SELECT tsv FROM messages_fts')")
+    )
+    assert got == want
+
+
+def test_the_index_holds_the_words_sqlite_holds_for_random_mixed_script_text(
+    sqlite_ref: Any, pg_conn: Any
+) -> None:
+    pieces = [
+        "abc XYZ 12 ",
+        "éèêëçñüÅØßŁÓ",
+        "東京大阪京都北京会议",
+        "ひらがなカタカナｶﾀｶﾅ",
+        "한국어텍스트",
+        "😀🎉👍",
+        " .,!?-_'\"\t\n@/:",
+        "ﬁ①㌔ｆｕｌ",
+        "\u200b\u200d\ufe0f",
+        "άλφαйодё",
+        "\u0301\u0308",  # combining marks standing alone
+        "ที่นี่ภาษา",
+        "हिन्दीभाषा",  # vowel signs and virama: SQLite splits words at them
+        "العَرَبِيَّة",
+        "עִבְרִית",
+    ]
+    alphabet = "".join(pieces)
+    rng = random.Random(8)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(300)]
+    pg.both(sqlite_ref, pg_conn, [pg.message_row(i + 1, f"m{i}", t) for i, t in enumerate(texts)])
+    sqlite_ref.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, messages_fts, row)")
+    want = sorted(r[0] for r in sqlite_ref.execute("SELECT term FROM temp.vocab"))
+    got = pg_conn.execute("SELECT word FROM ts_stat('SELECT tsv FROM messages_fts')").fetchall()
+    assert sorted(r[0] for r in got) == want
