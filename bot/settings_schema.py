@@ -83,10 +83,10 @@ class Settings(BaseModel):
     # -- database ---------------------------------------------------------------
     database_url: str | None = setting(
         None,
-        "`postgresql://user:password@host:port/dbname`: keep the memory in that PostgreSQL "
-        "database (pgvector required) instead of the SQLite file; several processes can share "
-        "it. Unset: the SQLite file.",
-        secret=True,
+        "`postgresql://user@host:port/dbname`: keep the memory in that PostgreSQL database "
+        "(15 or later, with pgvector) instead of the SQLite file; several processes can share "
+        "it. Give the password by `PGPASSWORD` or `~/.pgpass` rather than in the URL. Unset: the "
+        "SQLite file.",
     )
     timezone: str = setting("UTC", "Time zone of journal days and the daily jobs (IANA name).")
 

@@ -5,6 +5,7 @@ applied without restart (the bot reads them per event; the dashboard edits them)
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from memory.errors import InvalidInput
 from memory.ingest.validate import ID_RE
 from memory.memory_types import DEFAULT_ALLOWLISTS, parse_types
 from memory.store import ops as store_ops
+from memory.store.changes import Change, ExternalCommit, SettingsChanged
 from memory.store.db import Database
 
 REPLY_MODES = ("mention", "mention_or_reply", "off")
@@ -379,6 +381,20 @@ class GuildSettingsCache:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._resolved: dict[str, GuildSettings] = {}
+        # Another process (the dashboard, another shard) may write settings.
+        db.subscribe(self._follow)
+
+    def _follow(self, changes: Sequence[Change]) -> None:
+        """Drop what a committed transaction changed (a database subscriber)."""
+        for change in changes:
+            if isinstance(change, SettingsChanged):
+                self._resolved.pop(change.guild_id, None)
+            elif isinstance(change, ExternalCommit):
+                if change.settings_guilds is None:
+                    self._resolved.clear()
+                else:
+                    for guild_id in change.settings_guilds:
+                        self._resolved.pop(guild_id, None)
 
     async def get(self, guild_id: str) -> GuildSettings:
         found = self._resolved.get(guild_id)

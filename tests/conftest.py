@@ -70,10 +70,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "sqlite_only(reason): the test is about SQLite itself; not run on PostgreSQL"
     )
+    config.addinivalue_line(
+        "markers", "postgresql_only: the test is about PostgreSQL itself; run on it alone"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "store_backend" in metafunc.fixturenames:
+        if metafunc.definition.get_closest_marker("postgresql_only") is not None:
+            metafunc.parametrize("store_backend", ["postgresql"])
+            return
         only = metafunc.definition.get_closest_marker("sqlite_only") is not None
         backends = [b for b in BACKENDS if not only or b == "sqlite"] or ["sqlite"]
         metafunc.parametrize("store_backend", backends)

@@ -351,7 +351,13 @@ class VectorIndex:
                     m.remove(change.ids)
             elif isinstance(change, ExternalCommit):
                 with self._lock:
-                    self._external += 1
+                    if change.vector_guilds is None:
+                        self._external += 1  # any matrix may be out of date
+                    else:
+                        # Only these guilds' vectors changed: their matrices
+                        # load again on next use, the others stay.
+                        for key in [k for k in self._mats if k[2] in change.vector_guilds]:
+                            del self._mats[key]
 
     def _put(self, change: VectorsPut) -> None:
         mats = self._matching(change.kind, change.model, change.guild_id)

@@ -1,12 +1,14 @@
-"""Change events: what a write transaction did that a cache outside SQLite
-must follow (today: the in-memory vector matrices of ``memory.retrieval``).
+"""Change events: what a write transaction did that a cache outside the
+database must follow (the in-memory vector matrices of ``memory.retrieval``,
+the resolved guild settings).
 
 Store functions ``record`` an event on the connection they write through;
 ``memory.store.db.Database`` collects the events of one transaction and hands
 them to its subscribers after ``COMMIT`` — never for a transaction that rolled
 back. ``ExternalCommit`` says that another connection (another process, or a
-second ``Database`` on the same file) committed: its changes are not known
-one by one.
+second ``Database`` on the same file) committed: its changes are known by
+guild where the database can tell (PostgreSQL's notifications carry them),
+otherwise not at all.
 """
 
 from __future__ import annotations
@@ -37,11 +39,22 @@ class VectorsRemoved:
 
 
 @dataclass(frozen=True)
+class SettingsChanged:
+    """A guild's settings were written."""
+
+    guild_id: str
+
+
+@dataclass(frozen=True)
 class ExternalCommit:
-    """Another connection committed since this database last looked."""
+    """Another connection committed since this database last looked: the
+    guilds whose vectors and whose settings it changed (None: unknown, any)."""
+
+    vector_guilds: tuple[str, ...] | None = None
+    settings_guilds: tuple[str, ...] | None = None
 
 
-Change = VectorsPut | VectorsRemoved | ExternalCommit
+Change = VectorsPut | VectorsRemoved | SettingsChanged | ExternalCommit
 
 
 def record(con: Any, change: Change) -> None:

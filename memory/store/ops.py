@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.models import ActionLogEntry, Trace
+from memory.store.changes import SettingsChanged, record
 from memory.store.sql import chunks, marks
 from memory.store.vectors import vector_counts
 
@@ -248,6 +249,7 @@ def all_guild_settings(con: Any) -> dict[str, dict[str, str]]:
 
 
 def set_guild_setting(con: Any, guild_id: str, key: str, value: str | None, now: str) -> None:
+    record(con, SettingsChanged(guild_id))
     if value is None:
         con.execute("DELETE FROM guild_settings WHERE guild_id = ? AND key = ?", (guild_id, key))
         return

@@ -13,10 +13,11 @@ function, as a SQLite read transaction gives.
 
 Change events: the store's events of a committed transaction go to the
 subscribers exactly as with SQLite. Commits by other processes are learnt by
-``LISTEN``: every write transaction sends a ``NOTIFY`` (delivered only if it
-commits) carrying this process's token; a listener thread turns the others'
-notifications into ``ExternalCommit`` so caches (the vector matrix, settings)
-drop what another process changed.
+``LISTEN``: every write transaction sends a notification (delivered only if
+it commits) with this process's token and the guilds whose vectors and
+settings it changed; a listener thread turns the others' notifications into
+``ExternalCommit`` naming those guilds, so a shard's caches drop only what
+another process changed, not everything at every commit of every shard.
 
 psycopg 3 is PostgreSQL's own driver; the store functions are synchronous
 transactions, so its synchronous connections are used on the store's threads
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import secrets
 import threading
@@ -37,7 +39,7 @@ from typing import Any, TypeVar
 
 from memory.errors import StorageError
 from memory.store import postgres, sqlite
-from memory.store.changes import ExternalCommit
+from memory.store.changes import ExternalCommit, SettingsChanged, VectorsPut, VectorsRemoved
 from memory.store.db import Database
 from memory.store.pg_migrations import migrate
 
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CHANNEL = "guildlore_commit"
+MAX_NOTE = 7000  # bytes; PostgreSQL takes up to 8000 per notification
 LISTEN_POLL_S = 0.5  # how often the listener looks whether it should stop
 
 
@@ -57,6 +60,31 @@ def redact(url: str) -> str:
     scheme, _, cred = head.partition("//")
     user = cred.split(":", 1)[0]
     return f"{scheme}//{user}:***@{tail}"
+
+
+def external_commit(payloads: Sequence[str], token: str) -> ExternalCommit | None:
+    """What other processes' notifications say changed, together (None: no
+    other process committed). A payload that cannot be read means anything."""
+    vectors: set[str] | None = set()
+    settings: set[str] | None = set()
+    others = 0
+    for payload in payloads:
+        try:
+            note = json.loads(payload)
+            sender, v, s = note["t"], note["v"], note["s"]
+        except (ValueError, KeyError, TypeError):
+            sender, v, s = None, None, None
+        if sender == token:
+            continue
+        others += 1
+        vectors = None if v is None or vectors is None else vectors | {str(g) for g in v}
+        settings = None if s is None or settings is None else settings | {str(g) for g in s}
+    if not others:
+        return None
+    return ExternalCommit(
+        vector_guilds=None if vectors is None else tuple(sorted(vectors)),
+        settings_guilds=None if settings is None else tuple(sorted(settings)),
+    )
 
 
 class PgDatabase(Database):
@@ -161,13 +189,12 @@ class PgDatabase(Database):
         try:
             raw.execute(f"LISTEN {CHANNEL}")
             while not self._stop_listening.is_set():
-                noticed = False
-                for note in raw.notifies(timeout=LISTEN_POLL_S, stop_after=64):
-                    if note.payload != self._token:
-                        noticed = True
-                if noticed and self._subscribers:
+                notes = [n.payload for n in raw.notifies(timeout=LISTEN_POLL_S, stop_after=64)]
+                change = external_commit(notes, self._token)
+                if change is not None:
                     self.external_commits += 1
-                    self._publish([ExternalCommit()])
+                    if self._subscribers:
+                        self._publish([change])
         except Exception:
             if not self._stop_listening.is_set():
                 log.exception("listening for other processes' commits stopped")
@@ -202,7 +229,7 @@ class PgDatabase(Database):
         try:
             con.changes = []
             result = fn(con, *args)
-            con.execute_native(f"NOTIFY {CHANNEL}, '{self._token}'")
+            con.execute_native("SELECT pg_notify(%s, %s)", (CHANNEL, self._note(con.changes)))
             con.execute("COMMIT")
         except BaseException:
             con.changes = None
@@ -213,6 +240,29 @@ class PgDatabase(Database):
         if changes:
             self._publish(changes)
         return result
+
+    def _note(self, changes: Sequence[Any] | None) -> str:
+        """This transaction's notification: who sent it, and the guilds whose
+        vectors and settings it changed (``null``: unknown, any guild)."""
+        vectors: set[str] | None = set()
+        settings: set[str] = set()
+        for change in changes or ():
+            if isinstance(change, VectorsPut) and vectors is not None:
+                vectors.add(change.guild_id)
+            elif isinstance(change, VectorsRemoved):
+                vectors = None  # removals carry ids, not their guild
+            elif isinstance(change, SettingsChanged):
+                settings.add(change.guild_id)
+        note = json.dumps(
+            {
+                "t": self._token,
+                "v": None if vectors is None else sorted(vectors),
+                "s": sorted(settings),
+            }
+        )
+        if len(note) > MAX_NOTE:
+            return json.dumps({"t": self._token, "v": None, "s": None})
+        return note
 
     async def exclusive(self, fn: Callable[..., T], *args: Any, hold_reads: bool = False) -> T:
         """Run ``fn(con, *args)`` on the writer connection outside a transaction

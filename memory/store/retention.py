@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memory.store.changes import SettingsChanged, record
 from memory.store.sql import chunks, dialect_of
 from memory.store.vectors import delete_fact_vectors_index, delete_message_vectors_index
 
@@ -117,6 +118,7 @@ def _guild_tables_pg(con: Any) -> list[str]:
 def purge_guild(con: Any, guild_id: str) -> dict[str, int]:
     """Delete every row any table holds for ``guild_id`` (FTS rows follow by
     trigger, vector index rows are deleted first); rows per table."""
+    record(con, SettingsChanged(guild_id))
     fact_ids = [
         int(r[0])
         for r in con.execute("SELECT id FROM memory_facts WHERE guild_id = ?", (guild_id,))
