@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memory.ownership import GuildOwnership
+
 if TYPE_CHECKING:
     from memory.retrieval.gate_calibration import GateCalibration
 
@@ -128,6 +130,9 @@ class MemoryConfig:
     # rewrite of the database file that drops its freed bytes: a burst of
     # deletes costs one rewrite. The erase itself is durable at once.
     compaction_delay_s: float = 30.0
+    # The guilds this process ingests, replays and runs per-guild jobs for
+    # (its Discord shards); the default owns every guild.
+    ownership: GuildOwnership = field(default_factory=GuildOwnership)
 
     @classmethod
     def for_data_dir(cls, data_dir: Path, **overrides: object) -> MemoryConfig:

@@ -1,0 +1,148 @@
+"""Job leases: work that must run once across processes sharing a database,
+and the per-guild jobs that run only where their guild's shard is held."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.jobs import Jobs
+from memory.errors import InvalidInput
+from memory.ownership import GuildOwnership
+from memory.roles.leases import JobLeases, process_holder
+from tests.conftest import FakeClock
+from tests.test_ownership import guild_on
+
+
+async def two_processes(
+    make_memory: Callable[..., Any], tmp_path: Path, clock: FakeClock
+) -> tuple[Any, Any]:
+    """Two engines on one database file, as two processes holding shard 0
+    and shard 1 of 2 would have."""
+    data = tmp_path / "data"
+    first = await make_memory(
+        data_dir=data, embeddings="none", clock=clock, ownership=GuildOwnership(2, frozenset({0}))
+    )
+    second = await make_memory(
+        data_dir=data, embeddings="none", clock=clock, ownership=GuildOwnership(2, frozenset({1}))
+    )
+    return first, second
+
+
+def test_holder_names_the_host_process_and_run() -> None:
+    one, two = process_holder(), process_holder()
+    assert one != two  # the random part: a restarted process is a new holder
+    host, pid, _ = one.split(":")
+    assert host and pid.isdigit()
+
+
+async def test_acquire_renew_release(
+    make_memory: Callable[..., Any], tmp_path: Path, clock: FakeClock
+) -> None:
+    a, b = await two_processes(make_memory, tmp_path, clock)
+    assert a.leases.holder != b.leases.holder
+    assert await a.leases.acquire("snapshot", 60)
+    assert not await b.leases.acquire("snapshot", 60)
+    # The holder acquires again: that renews it.
+    assert await a.leases.acquire("snapshot", 60)
+    clock.advance(seconds=50)
+    assert await a.leases.renew("snapshot", 60)
+    clock.advance(seconds=50)  # 100 s after the first take, 50 s after the renewal
+    assert not await b.leases.acquire("snapshot", 60)
+    held = await b.leases.all()
+    assert [(x.name, x.holder) for x in held] == [("snapshot", a.leases.holder)]
+    # Only the holder can give it up.
+    assert not await b.leases.release("snapshot")
+    assert await a.leases.release("snapshot")
+    assert await b.leases.acquire("snapshot", 60)
+    assert not await a.leases.renew("snapshot", 60)
+
+
+async def test_an_expired_lease_is_taken_over(
+    make_memory: Callable[..., Any], tmp_path: Path, clock: FakeClock
+) -> None:
+    """A holder that stops renewing (a crash) loses the lease when it expires."""
+    a, b = await two_processes(make_memory, tmp_path, clock)
+    assert await a.leases.acquire("journal_rollover", 30)
+    clock.advance(seconds=29)
+    assert not await b.leases.acquire("journal_rollover", 30)
+    clock.advance(seconds=1)
+    assert await b.leases.acquire("journal_rollover", 30)
+    # The old holder finds out when it renews.
+    assert not await a.leases.renew("journal_rollover", 30)
+    assert not await a.leases.acquire("journal_rollover", 30)
+
+
+async def test_two_holders_contend_one_wins(
+    make_memory: Callable[..., Any], tmp_path: Path, clock: FakeClock
+) -> None:
+    a, b = await two_processes(make_memory, tmp_path, clock)
+    for round_ in range(20):
+        name = f"race-{round_}"
+        got = await asyncio.gather(a.leases.acquire(name, 60), b.leases.acquire(name, 60))
+        assert sorted(got) == [False, True]
+
+
+async def test_a_lease_needs_a_positive_time(make_memory: Callable[..., Any]) -> None:
+    mem = await make_memory(embeddings="none")
+    leases = JobLeases(mem.db, mem.clock, holder="test:1:x")
+    with pytest.raises(InvalidInput):
+        await leases.acquire("x", 0)
+
+
+def _job(jobs: Jobs, name: str) -> Any:
+    assert jobs.scheduler is not None
+    return {j.id: j for j in jobs.scheduler.get_jobs()}[name].func
+
+
+async def test_run_once_jobs_run_in_the_lease_holder_only(
+    make_memory: Callable[..., Any], tmp_path: Path, clock: FakeClock
+) -> None:
+    a, b = await two_processes(make_memory, tmp_path, clock)
+    ja = Jobs(a, snapshot_interval_s=300, reindex_interval_min=0)
+    jb = Jobs(b, snapshot_interval_s=300, reindex_interval_min=0)
+    ja.start()
+    jb.start()
+    try:
+        for name in ("snapshot", "action_log_prune", "journal_rollover"):
+            await _job(ja, name)()
+            await _job(jb, name)()
+            assert ja.runs.get(name) == 1, name
+            assert name not in jb.runs, name
+            assert b.leases.skipped[name] == 1
+        # The holder's next round renews; the other still skips.
+        clock.advance(seconds=300)
+        await _job(ja, "snapshot")()
+        await _job(jb, "snapshot")()
+        assert (ja.runs["snapshot"], jb.runs.get("snapshot")) == (2, None)
+        # The holder stops (a crash: no release): the other takes over once it expires.
+        clock.advance(seconds=300 * 1.5)
+        await _job(jb, "snapshot")()
+        assert jb.runs["snapshot"] == 1
+        await _job(ja, "snapshot")()
+        assert ja.runs["snapshot"] == 2
+        assert a.leases.skipped["snapshot"] == 1
+    finally:
+        await ja.stop()
+        await jb.stop()
+
+
+async def test_per_guild_jobs_run_only_for_owned_guilds(
+    make_memory: Callable[..., Any], tmp_path: Path, clock: FakeClock
+) -> None:
+    """Retention timers of guilds on both shards: each process runs its own."""
+    a, b = await two_processes(make_memory, tmp_path, clock)
+    g0, g1 = guild_on(0, 2), guild_on(1, 2)
+    for g in (g0, g1):
+        await a.guilds.set_setting(g, "member_leave_policy", "forget:1d")
+        assert await a.retention.member_left(g, "444444444444444444") is not None
+    clock.advance(days=1, minutes=1)
+    ja, jb = Jobs(a, reindex_interval_min=0), Jobs(b, reindex_interval_min=0)
+    await ja.retention()
+    assert [t.guild_id for t in await a.retention.timers()] == [g1]
+    await jb.retention()
+    assert await a.retention.timers() == []
