@@ -5,6 +5,7 @@ applied without restart (the bot reads them per event; the dashboard edits them)
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from memory.errors import InvalidInput
 from memory.ingest.validate import ID_RE
 from memory.memory_types import DEFAULT_ALLOWLISTS, parse_types
 from memory.store import ops as store_ops
+from memory.store.changes import Change, ExternalCommit
 from memory.store.db import Database
 
 REPLY_MODES = ("mention", "mention_or_reply", "off")
@@ -374,18 +376,34 @@ class GuildSettingsCache:
     """Resolved settings per guild, read from the database once and dropped
     on every change: a setting applies from the next event without a read per
     event. The engine (ingest checks, operator edits) and the pipeline (the
-    guild's extraction model) share one."""
+    guild's extraction model) share one.
+
+    Another process on the same database (a dashboard process, a bot process
+    holding other shards) changes settings without this process's calls:
+    when the database notices another connection's commit (at its next read
+    or write), the whole cache is dropped."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
         self._resolved: dict[str, GuildSettings] = {}
+        # Bumped by every drop, from whichever thread noticed the commit: a
+        # read that started before a drop must not store what it read.
+        self._generation = 0
+        db.subscribe(self._changed)
 
     async def get(self, guild_id: str) -> GuildSettings:
         found = self._resolved.get(guild_id)
         if found is None:
+            generation = self._generation
             found = resolve(await self._db.read(store_ops.get_guild_settings, guild_id))
-            self._resolved[guild_id] = found
+            if generation == self._generation:
+                self._resolved[guild_id] = found
         return found
 
     def invalidate(self, guild_id: str) -> None:
         self._resolved.pop(guild_id, None)
+
+    def _changed(self, changes: Sequence[Change]) -> None:
+        if any(isinstance(c, ExternalCommit) for c in changes):
+            self._generation += 1
+            self._resolved = {}

@@ -109,3 +109,21 @@ def test_config_carries_the_ownership(tmp_path: Path) -> None:
     cfg = MemoryConfig.for_data_dir(tmp_path, ownership=GuildOwnership(2, frozenset({1})))
     assert cfg.ownership.shards == [1]
     assert MemoryConfig.for_data_dir(tmp_path).ownership.everything
+
+
+async def test_settings_changed_by_another_process_apply_here(
+    tmp_path: Path, make_memory: Callable[..., Any]
+) -> None:
+    """A dashboard process turns memory off for a guild: the bot process
+    holding that guild's shard follows once its database notices the commit."""
+    data = tmp_path / "data"
+    bot = await make_memory(data_dir=data, embeddings="none")
+    dashboard = await make_memory(data_dir=data, embeddings="none")
+    guild = guild_on(1, 2)
+    assert (await bot.guilds.settings(guild)).memory_enabled
+    await dashboard.guilds.set_setting(guild, "memory_enabled", "false")
+    # Any read or write of the bot's engine notices the other process's commit.
+    await bot.inbox.unfinished_counts()
+    assert not (await bot.guilds.settings(guild)).memory_enabled
+    later = await bot.ingest_message(msg("I keep goats in the yard", guild=guild))
+    assert later.status == "rejected"

@@ -2,7 +2,8 @@
 once across the processes sharing it (MEMORY.md and journal rendering,
 action-log pruning, re-indexing).
 
-A process is one holder (``host:pid:random``). A lease lasts ``ttl_s``; its
+A process is one holder (``host:pid:random``; every engine it opens holds
+under that name). A lease lasts ``ttl_s``; its
 holder renews it by acquiring it again, and a holder that stops (a crash)
 loses it when it expires: whoever asks next takes it over. Work that does
 not get its lease skips the round; ``skipped`` counts those per name.
@@ -10,6 +11,7 @@ not get its lease skips the round; ``skipped`` counts those per name.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -25,9 +27,11 @@ from memory.store.leases import Lease
 log = logging.getLogger(__name__)
 
 
+@functools.cache
 def process_holder() -> str:
-    """This process's holder name: host, pid and a random part (a pid is
-    reused after a restart; the random part tells the two runs apart)."""
+    """This process's holder name, the same for every engine it opens: host,
+    pid and a random part (a pid is reused after a restart; the random part
+    tells the two runs apart)."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
