@@ -39,14 +39,20 @@ def lease_names(ownership: GuildOwnership) -> list[str]:
 
 
 async def claim(
-    memory: Memory, ownership: GuildOwnership, lease_s: float, *, poll_s: float | None = None
+    memory: Memory,
+    ownership: GuildOwnership,
+    lease_s: float,
+    *,
+    poll_s: float | None = None,
+    margin_s: float = WAIT_MARGIN_S,
 ) -> list[str]:
-    """Take every shard's lease, waiting up to ``lease_s`` (+ a margin) for
-    expired ones; the names claimed. Raises ``ShardsTaken`` with the holders."""
+    """Take every shard's lease, waiting up to ``lease_s`` + ``margin_s`` for
+    held ones to expire; the names claimed. Raises ``ShardsTaken`` naming the
+    holders (the ones it did take are given back)."""
     names = lease_names(ownership)
-    poll = poll_s if poll_s is not None else max(0.2, min(2.0, lease_s / 10))
+    poll = poll_s if poll_s is not None else max(0.05, min(2.0, lease_s / 10))
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + lease_s + WAIT_MARGIN_S
+    deadline = loop.time() + lease_s + margin_s
     missing = list(names)
     waited = False
     while True:

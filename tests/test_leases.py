@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from bot.jobs import Jobs
+from bot.shards import ShardClaims, ShardsTaken, claim, lease_names
 from memory.errors import InvalidInput
 from memory.ownership import GuildOwnership
 from memory.roles.leases import JobLeases, process_holder
 from tests.conftest import FakeClock
+from tests.helpers import eventually
 from tests.test_ownership import guild_on
 
 
@@ -148,3 +150,50 @@ async def test_per_guild_jobs_run_only_for_owned_guilds(
     assert [t.guild_id for t in await a.retention.timers()] == [g1]
     await jb.retention()
     assert await a.retention.timers() == []
+
+
+async def test_a_shard_is_claimed_by_one_process(
+    make_memory: Callable[..., Any], tmp_path: Path, clock: FakeClock
+) -> None:
+    a, b = await two_processes(make_memory, tmp_path, clock)
+    both = GuildOwnership(2, frozenset({0, 1}))
+    assert lease_names(GuildOwnership()) == []
+    assert await claim(a, GuildOwnership(2, frozenset({0})), 60) == ["shard:0/2"]
+    with pytest.raises(ShardsTaken, match=r"shard:0/2 by .*:\d+:"):
+        await claim(b, both, 0.2, margin_s=0)
+    # The shard it did get (1) was given back with the refusal.
+    held = {x.name: x.holder for x in await a.leases.all()}
+    assert held == {"shard:0/2": a.leases.holder}
+    # The first process crashes (no renewal): its claim expires, the shard moves.
+    clock.advance(seconds=61)
+    assert await claim(b, both, 60, margin_s=0) == ["shard:0/2", "shard:1/2"]
+
+
+async def test_a_claim_taken_over_stops_the_process(
+    make_memory: Callable[..., Any], tmp_path: Path, clock: FakeClock
+) -> None:
+    a, b = await two_processes(make_memory, tmp_path, clock)
+    names = await claim(a, GuildOwnership(2, frozenset({1})), 0.3)
+    lost = asyncio.Event()
+    claims = ShardClaims(a, names, 0.3, lost.set)
+    claims.start()
+    # A stall longer than the lease: another process took the shard meanwhile.
+    clock.advance(seconds=1)
+    assert await b.leases.acquire("shard:1/2", 60)
+    async with asyncio.timeout(10):
+        await lost.wait()
+    await claims.release()
+    assert [x.holder for x in await b.leases.all()] == [b.leases.holder]
+
+
+async def test_claims_are_renewed_and_released(
+    make_memory: Callable[..., Any], tmp_path: Path, clock: FakeClock
+) -> None:
+    a, b = await two_processes(make_memory, tmp_path, clock)
+    names = await claim(a, GuildOwnership(2, frozenset({0})), 0.3)
+    claims = ShardClaims(a, names, 0.3, lambda: None)
+    claims.start()
+    assert await eventually(lambda: claims.renewals >= 2, timeout=10)
+    assert not await b.leases.acquire("shard:0/2", 60)
+    await claims.release()
+    assert await b.leases.acquire("shard:0/2", 60)

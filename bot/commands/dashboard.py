@@ -51,15 +51,16 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-async def serve(settings: Settings) -> int:
-    """Serve until SIGINT or SIGTERM."""
+async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
+    """Serve until ``stop`` is set (None: until SIGINT or SIGTERM)."""
     from dashboard.server import bound_port, start_dashboard
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
     config = settings.dashboard_config()
     async with open_memory(settings, ingest=False) as memory:
         try:
