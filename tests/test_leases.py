@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,12 @@ import pytest
 
 from bot.jobs import Jobs
 from bot.shards import ShardClaims, ShardsTaken, claim, lease_names
+from memory.clock import iso
 from memory.errors import InvalidInput
 from memory.ownership import GuildOwnership
-from memory.roles.leases import JobLeases, process_holder
+from memory.roles.leases import JobLeases
+from memory.store import leases as store_leases
+from memory.store.leases import process_holder
 from tests.conftest import FakeClock
 from tests.helpers import eventually
 from tests.test_ownership import guild_on
@@ -197,3 +201,29 @@ async def test_claims_are_renewed_and_released(
     assert not await b.leases.acquire("shard:0/2", 60)
     await claims.release()
     assert await b.leases.acquire("shard:0/2", 60)
+
+
+async def test_database_rewrites_take_turns_across_processes(
+    make_memory: Callable[..., Any],
+) -> None:
+    """The rewrite after an erase takes the ``compaction`` lease: put off while
+    another process rewrites, and an erase that waits for its rewrite waits
+    for the other's to end."""
+    mem = await make_memory(embeddings="none")
+    other = "other-host:1:0a0b0c0d"
+    now = datetime.now(UTC)
+    until = now + timedelta(seconds=600)
+    assert await mem.db.write(store_leases.acquire, "compaction", other, iso(now), iso(until))
+    mem.compactor.request()
+    assert await mem.compactor.flush() is None
+    assert (mem.compactor.deferred, mem.compactor.runs) == (1, 0)
+
+    async def other_finishes() -> None:
+        await asyncio.sleep(0.3)
+        await mem.db.write(store_leases.release, "compaction", other)
+
+    finishing = asyncio.create_task(other_finishes())
+    await mem.compactor.run_now()
+    await finishing
+    assert mem.compactor.runs == 1
+    assert [x.name for x in await mem.leases.all()] == []

@@ -11,28 +11,16 @@ not get its lease skips the round; ``skipped`` counts those per name.
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
-import secrets
-import socket
 from datetime import timedelta
 
 from memory.clock import Clock, iso
 from memory.errors import InvalidInput
 from memory.store import leases as store
 from memory.store.db import Database
-from memory.store.leases import Lease
+from memory.store.leases import Lease, process_holder
 
 log = logging.getLogger(__name__)
-
-
-@functools.cache
-def process_holder() -> str:
-    """This process's holder name, the same for every engine it opens: host,
-    pid and a random part (a pid is reused after a restart; the random part
-    tells the two runs apart)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 class JobLeases:

@@ -4,8 +4,20 @@ loses it once it expires, and the next taker gets it."""
 
 from __future__ import annotations
 
+import functools
+import os
+import secrets
+import socket
 from dataclasses import dataclass
 from typing import Any
+
+
+@functools.cache
+def process_holder() -> str:
+    """This process's holder name, the same for every engine it opens: host,
+    pid and a random part (a pid is reused after a restart; the random part
+    tells the two runs apart)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 @dataclass(frozen=True)
