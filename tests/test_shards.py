@@ -293,11 +293,22 @@ async def test_two_shard_processes_and_a_dashboard_share_one_database(
     # The dashboard sees what the restarted process wrote.
     assert any("canoe" in h for h in await search(base, GUILD_0, "canoe green shed"))
 
+    # A delete on Discord reaches the process holding the guild, which erases it.
+    await discord_.delete_message(GUILD_0, CHANNEL_0, bike)
+    assert await eventually(lambda: _gone(checker, GUILD_0, bike), timeout=60), again.log()
+    assert await facts_with(checker, GUILD_0, "bicycle") == []
+    assert not any("bicycle" in h for h in await search(base, GUILD_0, "bicycle garage"))
+    assert len(await facts_with(checker, GUILD_1, "kayak")) == 1
+
     extraction.release.set()
     for p in (again, one, board):
         assert await p.stop() == 0, p.log()
     # Each gave its shard claim back on the way out.
     assert [x.name for x in await checker.leases.all() if x.name.startswith("shard:")] == []
+
+
+async def _gone(mem: Memory, guild: str, message_id: str) -> bool:
+    return await mem.get_message(guild, message_id) is None
 
 
 async def _all_done(mem: Memory, rows: list[tuple[str, str]]) -> bool:
