@@ -127,3 +127,27 @@ async def test_settings_changed_by_another_process_apply_here(
     assert not (await bot.guilds.settings(guild)).memory_enabled
     later = await bot.ingest_message(msg("I keep goats in the yard", guild=guild))
     assert later.status == "rejected"
+
+
+def test_run_flags_become_the_engines_ownership(tmp_path: Path) -> None:
+    from bot.cli import build_parser
+    from bot.settings import load_settings
+
+    args = build_parser().parse_args(["run", "--shard-ids", "0,2", "--shard-count", "4"])
+    settings = load_settings(
+        env={}, overrides={"discord_shard_ids": args.shard_ids, "discord_shard_count": 4}
+    )
+    assert settings.discord_shard_ids == (0, 2)
+    assert settings.memory_config().ownership == GuildOwnership(4, frozenset({0, 2}))
+    assert load_settings(env={}).memory_config().ownership.everything
+
+
+def test_run_refuses_shards_outside_the_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot.cli import main
+
+    assert main(["run", "--data-dir", str(tmp_path), "--shard-ids", "4", "--shard-count", "4"]) == 2
+    assert "outside 0..3" in capsys.readouterr().err
+    assert main(["run", "--data-dir", str(tmp_path), "--shard-ids", "1"]) == 2
+    assert "need a shard count" in capsys.readouterr().err
