@@ -41,8 +41,8 @@ def run(args: argparse.Namespace) -> int:
             config_file=args.config,
             overrides={
                 "data_dir": args.data_dir,
-                "discord_shard_ids": args.shard_ids,
-                "discord_shard_count": args.shard_count,
+                "discord_shard_ids": getattr(args, "shard_ids", None),
+                "discord_shard_count": getattr(args, "shard_count", None),
             },
         )
     except SettingsError as exc:
