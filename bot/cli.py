@@ -16,6 +16,7 @@ from pathlib import Path
 
 COMMANDS: dict[str, str] = {
     "run": "Run the Discord bot (with the dashboard).",
+    "dashboard": "Serve the dashboard alone against the database (beside bot processes).",
     "demo": "Offline demo: import a bundled sample guild and serve the dashboard.",
     "import": "Import DiscordChatExporter JSON exports or raw Discord API message arrays.",
     "search": "Search a guild's memory from the terminal.",

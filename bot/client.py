@@ -189,3 +189,8 @@ class GuildloreBot(commands.Bot):
                 state.write_text(fingerprint + "\n", encoding="utf-8")
             except OSError as exc:
                 log.warning("could not record the slash-command sync: %s", exc)
+
+
+class ShardedGuildloreBot(GuildloreBot, commands.AutoShardedBot):
+    """The same bot holding several of Discord's shards (``shard_ids`` of
+    ``shard_count``) over one connection each."""

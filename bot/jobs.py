@@ -24,6 +24,16 @@
   time zone: the journal folder must still be writable, and MEMORY.md is
   regenerated so its highlights and source list move to the new day.
 
+Several processes may share one database, each holding some of Discord's
+shards (``memory.config.ownership``). The per-guild jobs (retention,
+episodes, consent expiry, upkeep, consolidation) then run only for the
+guilds this process owns. The others must run once across processes
+(MEMORY.md refresh, the journal roll-over, action-log pruning, re-index): each
+round first takes the job's lease in the database (``Memory.leases``),
+for a little longer than the job's interval, so the process that has it
+keeps it while it lives and another takes it over once it expires; a
+process without the lease skips the round.
+
 The scheduler must be started inside the running loop; all jobs are
 coroutines (they run on the loop thread, next to discord.py; their database
 and embedding work goes to the engine's threads),
@@ -48,6 +58,11 @@ from apscheduler.triggers.interval import IntervalTrigger
 from memory import Memory, PairChecker, RetentionTimer
 
 log = logging.getLogger(__name__)
+
+# A run-once job's lease lasts this many of its intervals: its holder's next
+# round renews it before it expires, another process's round skips.
+LEASE_SLACK = 1.5
+DAILY_LEASE_S = 3600.0  # the daily jobs: long enough to cover one run everywhere
 
 
 class Jobs:
@@ -74,6 +89,7 @@ class Jobs:
         self.scheduler: AsyncIOScheduler | None = None
         self._running: set[asyncio.Task[Any]] = set()
         self.runs: dict[str, int] = {}
+        self.owned = memory.config.ownership.owns
 
     def start(self) -> None:
         """Schedule the jobs; call from inside the running event loop."""
@@ -82,7 +98,7 @@ class Jobs:
         # Not at start: the engine already renders the snapshot when it opens.
         first = datetime.now(UTC) + timedelta(seconds=self.snapshot_interval_s)
         sched.add_job(
-            self._wrap("snapshot", self.refresh_snapshot),
+            self._wrap("snapshot", self.refresh_snapshot, self.snapshot_interval_s * LEASE_SLACK),
             IntervalTrigger(seconds=self.snapshot_interval_s, start_date=first),
             id="snapshot",
             name="MEMORY.md refresh",
@@ -90,14 +106,14 @@ class Jobs:
         )
         if self.reindex_interval_min > 0:
             sched.add_job(
-                self._wrap("reindex", self.reindex),
+                self._wrap("reindex", self.reindex, self.reindex_interval_min * 60 * LEASE_SLACK),
                 IntervalTrigger(minutes=self.reindex_interval_min),
                 id="reindex",
                 name="embedding re-index",
                 **common,
             )
         sched.add_job(
-            self._wrap("action_log_prune", self.prune_action_log),
+            self._wrap("action_log_prune", self.prune_action_log, 3600 * LEASE_SLACK),
             IntervalTrigger(hours=1, start_date=datetime.now(UTC) + timedelta(minutes=1)),
             id="action_log_prune",
             name="action log pruning",
@@ -135,7 +151,7 @@ class Jobs:
             **common,
         )
         sched.add_job(
-            self._wrap("journal_rollover", self.journal_rollover),
+            self._wrap("journal_rollover", self.journal_rollover, DAILY_LEASE_S),
             CronTrigger(hour=0, minute=0, second=30, timezone=self.timezone),
             id="journal_rollover",
             name="daily journal roll-over check",
@@ -166,12 +182,19 @@ class Jobs:
                 t.cancel()
         sched.shutdown(wait=False)
 
-    def _wrap(self, name: str, job: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+    def _wrap(
+        self, name: str, job: Callable[[], Awaitable[None]], lease_s: float | None = None
+    ) -> Callable[[], Awaitable[None]]:
+        """The scheduled form of a job body: errors logged, runs counted; with
+        ``lease_s``, a round runs only in the process holding the job's lease."""
+
         async def run() -> None:
             task = asyncio.current_task()
             if task is not None:
                 self._running.add(task)
             try:
+                if lease_s is not None and not await self.memory.leases.try_round(name, lease_s):
+                    return
                 await job()
                 self.runs[name] = self.runs.get(name, 0) + 1
             except asyncio.CancelledError:
@@ -206,7 +229,7 @@ class Jobs:
             log.info("pruned %d action log rows", deleted)
 
     async def retention(self) -> None:
-        done = await self.memory.retention.run_due(self.still_away)
+        done = await self.memory.retention.run_due(self.still_away, self.owned)
         if done.forgotten or done.purged or done.cancelled:
             log.info(
                 "retention: forgot %d members, purged %d guilds, %d timers cancelled",
@@ -216,12 +239,14 @@ class Jobs:
             )
 
     async def episodes(self) -> None:
-        done = await self.memory.episodes.run()
+        done = await self.memory.episodes.run(owned=self.owned)
         if done.created or done.rebuilt:
             log.info("episodes: %d written, %d rebuilt", len(done.created), done.rebuilt)
 
     async def consolidate(self) -> None:
-        for done in await self.memory.consolidation.run_all(checker=self.pair_checker):
+        for done in await self.memory.consolidation.run_all(
+            checker=self.pair_checker, owned=self.owned
+        ):
             applied = done.report.get("applied", [])
             if applied:
                 log.info(
@@ -232,10 +257,10 @@ class Jobs:
                 )
 
     async def expire_consent(self) -> None:
-        await self.memory.consent.expire()
+        await self.memory.consent.expire(self.owned)
 
     async def memory_upkeep(self) -> None:
-        await self.memory.upkeep.run_daily()
+        await self.memory.upkeep.run_daily(self.owned)
 
     async def journal_rollover(self) -> None:
         folder = self.memory.config.journal_dir

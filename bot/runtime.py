@@ -2,7 +2,10 @@
 
 Start-up: settings (validated by the caller) → openai clients → Memory →
 dashboard (``web.AppRunner`` on this loop) → scheduled jobs → voice →
-``bot.start``. Each resource is entered on one ``AsyncExitStack`` as it opens,
+``bot.start``. A process holding some of Discord's shards
+(``discord.shard_ids`` of ``discord.shard_count``) first claims them in the
+database (bot/shards.py), before the engine replays their guilds' inbox.
+Each resource is entered on one ``AsyncExitStack`` as it opens,
 so one that fails to open closes everything opened before it. Shutdown on
 SIGINT/SIGTERM runs the stack backwards: stop intake (the bot stops taking
 messages and finishes replies in progress, then disconnects), close voice,
@@ -35,10 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 
-from bot.client import GuildloreBot, make_intents
+from bot.client import GuildloreBot, ShardedGuildloreBot, make_intents
 from bot.cogs.lifecycle import still_away
 from bot.jobs import Jobs
 from bot.settings import Settings
+from bot.shards import ShardClaims, ShardsTaken, claim
 from memory import (
     Clients,
     IncomingMessage,
@@ -183,6 +187,11 @@ async def main(
     timeout = settings.ingest_drain_timeout_s
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(log.info, "stopped")
+        try:
+            shards = await _claim_shards(settings)
+        except ShardsTaken as exc:
+            print(f"guildlore run: {exc}. Each shard runs in one process.", file=sys.stderr)
+            return 1
         clients = clients_factory(settings)
         stack.push_async_callback(clients.aclose)
         memory = await Memory.open(
@@ -193,10 +202,14 @@ async def main(
             clock=system_clock,
         )
         stack.push_async_callback(memory.close, timeout)
+        claims = ShardClaims(memory, shards, settings.discord_shard_lease_s, stop.set)
+        claims.start()
+        stack.push_async_callback(claims.release)
         log.info(
-            "memory open: %s (journal %s); chat %s; extraction %s",
+            "memory open: %s (journal %s) for %s; chat %s; extraction %s",
             settings.database_label,
             settings.resolved_journal_dir,
+            memory.config.ownership.describe(),
             settings.llm_chat_model if clients.chat else "off (no LLM configured)",
             "LLM" if clients.extractor is not None else "offline rules",
         )
@@ -227,7 +240,8 @@ async def main(
         voice = build_voice(settings, memory, clients)
         stack.push_async_callback(voice.aclose)
         log.info("voice: %s", voice.reason or f"{voice.transcriber.name}, on /voice join")
-        bot = GuildloreBot(
+        bot = (ShardedGuildloreBot if settings.discord_shard_count else GuildloreBot)(
+            **_shard_options(settings),
             memory=memory,
             chat=clients.chat,
             reply_config=settings.reply_config(),
@@ -255,7 +269,7 @@ async def _serve(
             gateway = asyncio.create_task(_fake_gateway(memory, bot), name="fake-gateway")
         else:
             assert settings.discord_token, "checked by the run command"
-            gateway = asyncio.create_task(bot.start(settings.discord_token), name="gateway")
+            gateway = asyncio.create_task(_connect(bot, settings), name="gateway")
         stopper = asyncio.create_task(stop.wait(), name="stop-signal")
         await asyncio.wait({gateway, stopper}, return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
@@ -270,6 +284,47 @@ async def _serve(
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await gateway
     return code
+
+
+async def _claim_shards(settings: Settings) -> list[str]:
+    """Claim this process's shards before its engine replays their inbox rows
+    (a short-lived engine without ingest does it: the claim precedes the
+    replay; both engines hold under the process's name)."""
+    ownership = settings.ownership()
+    if ownership.everything and ownership.shard_count == 1:
+        return []
+    claimer = await Memory.open(settings.memory_config(), ingest=False)
+    try:
+        names = await claim(claimer, ownership, settings.discord_shard_lease_s)
+    finally:
+        await claimer.close()
+    log.info("claimed %s", ", ".join(names))
+    return names
+
+
+def _shard_options(settings: Settings) -> dict[str, Any]:
+    if not settings.discord_shard_count:
+        return {}
+    ids = list(settings.discord_shard_ids) or None
+    return {"shard_count": settings.discord_shard_count, "shard_ids": ids}
+
+
+async def _connect(bot: GuildloreBot, settings: Settings) -> None:
+    """``bot.start``, at ``discord.api_base_url`` when one is set."""
+    assert settings.discord_token, "checked by the run command"
+    if settings.discord_api_base_url:
+        from bot.discord_api import use_api, use_its_gateway
+
+        use_api(settings.discord_api_base_url)
+        await bot.login(settings.discord_token)
+        log.info(
+            "Discord API at %s, gateway %s",
+            settings.discord_api_base_url,
+            await use_its_gateway(bot),
+        )
+    else:
+        await bot.login(settings.discord_token)
+    await bot.connect()
 
 
 async def _drain(memory: Memory, timeout: float) -> None:

@@ -297,6 +297,15 @@ def _cross_checks(s: Settings) -> list[str]:
                 "voice.stt is 'local' but the local-stt extra is not installed: run "
                 "pip install -e '.[local-stt]', or use 'openai'"
             )
+    try:
+        s.ownership()
+    except GuildloreError as exc:
+        problems.append(f"discord.shard_ids: {exc}")
+    if s.discord_api_base_url and not s.discord_api_base_url.startswith(("http://", "https://")):
+        problems.append(
+            "discord.api_base_url must start with http:// or https:// "
+            f"(got {s.discord_api_base_url!r})"
+        )
     if s.llm_base_url and not s.llm_base_url.startswith(("http://", "https://")):
         problems.append(
             f"llm.base_url must start with http:// or https:// (got {s.llm_base_url!r})"

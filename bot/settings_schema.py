@@ -17,6 +17,7 @@ from dashboard.config import DashboardConfig
 from memory import (
     ActionLogConfig,
     EmbeddingConfig,
+    GuildOwnership,
     IngestConfig,
     LLMConfig,
     MemoryConfig,
@@ -110,6 +111,31 @@ class Settings(BaseModel):
     )
     discord_sync_commands: bool = setting(
         True, "Publish the slash commands at start-up when they changed since the last sync."
+    )
+    discord_shard_ids: tuple[int, ...] = setting(
+        (),
+        "Discord shards this process holds, e.g. `0,1` (needs `shard_count`; empty: all of "
+        "them). Processes holding the other shards share the database; each ingests and runs "
+        "the per-guild jobs of its own guilds only.",
+    )
+    discord_shard_count: int | None = setting(
+        None,
+        "Number of Discord shards across all processes (unset: one process connects "
+        "without sharding).",
+        ge=1,
+    )
+    discord_shard_lease_s: float = setting(
+        60.0,
+        "How long a process's claim on its shards lasts in the database without renewal (it "
+        "renews at a third of this). A process restarted after a crash waits up to this "
+        "long for the old claim to expire.",
+        gt=0,
+    )
+    discord_api_base_url: str | None = setting(
+        None,
+        "Discord's API address, for testing against a local stand-in or going through a "
+        "proxy, e.g. `http://127.0.0.1:8080` (the gateway address is then asked from it). "
+        "Unset: discord.com.",
     )
 
     # -- replies --------------------------------------------------------------
@@ -318,7 +344,7 @@ class Settings(BaseModel):
     def _clamp_recent(cls, value: int) -> int:
         return max(10, min(120, value))
 
-    @field_validator("dashboard_allowed_hosts", mode="before")
+    @field_validator("dashboard_allowed_hosts", "discord_shard_ids", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -409,7 +435,13 @@ class Settings(BaseModel):
                 keep_days=self.jobs_action_log_keep_days, max_rows=self.jobs_action_log_max_rows
             ),
             compaction_delay_s=self.jobs_compaction_delay_s,
+            ownership=self.ownership(),
         )
+
+    def ownership(self) -> GuildOwnership:
+        """The guilds this process owns; raises memory.errors.InvalidInput for
+        shard ids without a count or outside it."""
+        return GuildOwnership.of(self.discord_shard_ids, self.discord_shard_count)
 
     def retrieval_config(self) -> RetrievalConfig:
         """Raises memory.errors.InvalidInput for a calibration file it cannot use."""

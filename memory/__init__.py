@@ -69,6 +69,7 @@ from memory.models import (
     StoredMessage,
     Trace,
 )
+from memory.ownership import GuildOwnership
 from memory.reply_record import record_reply_context
 from memory.retrieval.gate_calibration import load_calibration_file
 from memory.roles.members import MemberFact, MemberRecord, NotYours
@@ -95,6 +96,7 @@ __all__ = [
     "EmbeddingConfig",
     "Episode",
     "Fact",
+    "GuildOwnership",
     "GuildloreError",
     "HistoryEntry",
     "Hit",

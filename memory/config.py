@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memory.ownership import GuildOwnership
+
 if TYPE_CHECKING:
     from memory.retrieval.gate_calibration import GateCalibration
 
@@ -131,6 +133,9 @@ class MemoryConfig:
     # ``postgresql://…``: the memory lives in that PostgreSQL database instead
     # of the SQLite file at ``db_path`` (the journal folder stays local).
     database_url: str | None = None
+    # The guilds this process ingests, replays and runs per-guild jobs for
+    # (its Discord shards); the default owns every guild.
+    ownership: GuildOwnership = field(default_factory=GuildOwnership)
 
     @classmethod
     def for_data_dir(cls, data_dir: Path, **overrides: object) -> MemoryConfig:

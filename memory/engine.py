@@ -54,6 +54,7 @@ from memory.roles.consolidation import Consolidation
 from memory.roles.episodes import EpisodeOps
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
+from memory.roles.leases import JobLeases
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
 from memory.roles.lore import LoreOps
 from memory.roles.members import MemberData
@@ -121,7 +122,7 @@ class Memory:
             gate=gate,
             decider=decider,
         )
-        self.inbox = Inbox(self.db, config.ingest, clock)
+        self.inbox = Inbox(self.db, config.ingest, clock, config.ownership)
         self.queue = IngestQueue(config.ingest, inbox=self.inbox, process=self.pipeline)
         self.rejected: dict[str, int] = {}
         self._search_stats = SearchStats()
@@ -136,6 +137,7 @@ class Memory:
         )
         self.consolidation = Consolidation(self.db, clock, self.snapshot.request)
         self.procedures = ProcedureOps(self.db, clock)
+        self.leases = JobLeases(self.db, clock)
         self.consent = ConsentOps(
             self.db, self.embeddings, self.snapshot, config.ingest, clock, gate.stats
         )
@@ -229,7 +231,7 @@ class Memory:
         if ingest:
             # Deletes and edits received before a crash first: a message
             # deleted then must not be queued again by the replay below.
-            await self.lifecycle.replay()
+            await self.lifecycle.replay(self.config.ownership.owns)
             self.queue.start()
             self.embeddings.start()
             self.inbox.start(self.queue)

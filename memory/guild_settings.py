@@ -376,32 +376,49 @@ class GuildSettingsCache:
     """Resolved settings per guild, read from the database once and dropped
     on every change: a setting applies from the next event without a read per
     event. The engine (ingest checks, operator edits) and the pipeline (the
-    guild's extraction model) share one."""
+    guild's extraction model) share one.
+
+    Another process on the same database (a dashboard process, a bot process
+    holding other shards) changes settings without this process's calls:
+    when the database learns of another connection's commit, the guilds it
+    changed are dropped (all of them when the database cannot tell which:
+    SQLite notices a commit, not what it did)."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
         self._resolved: dict[str, GuildSettings] = {}
-        # Another process (the dashboard, another shard) may write settings.
-        db.subscribe(self._follow)
-
-    def _follow(self, changes: Sequence[Change]) -> None:
-        """Drop what a committed transaction changed (a database subscriber)."""
-        for change in changes:
-            if isinstance(change, SettingsChanged):
-                self._resolved.pop(change.guild_id, None)
-            elif isinstance(change, ExternalCommit):
-                if change.settings_guilds is None:
-                    self._resolved.clear()
-                else:
-                    for guild_id in change.settings_guilds:
-                        self._resolved.pop(guild_id, None)
+        # Bumped by every drop, from whichever thread noticed the commit: a
+        # read that started before a drop must not store what it read.
+        self._generation = 0
+        db.subscribe(self._changed)
 
     async def get(self, guild_id: str) -> GuildSettings:
         found = self._resolved.get(guild_id)
         if found is None:
+            generation = self._generation
             found = resolve(await self._db.read(store_ops.get_guild_settings, guild_id))
-            self._resolved[guild_id] = found
+            if generation == self._generation:
+                self._resolved[guild_id] = found
         return found
 
     def invalidate(self, guild_id: str) -> None:
         self._resolved.pop(guild_id, None)
+
+    def _changed(self, changes: Sequence[Change]) -> None:
+        """Drop what a committed transaction changed (a database subscriber):
+        the guilds it names, or everything when it cannot say."""
+        drop: set[str] | None = set()
+        for change in changes:
+            if isinstance(change, SettingsChanged) and drop is not None:
+                drop.add(change.guild_id)
+            elif isinstance(change, ExternalCommit):
+                if change.settings_guilds is None:
+                    drop = None
+                elif drop is not None:
+                    drop.update(change.settings_guilds)
+        if drop is None:
+            self._generation += 1
+            self._resolved = {}
+        elif drop:
+            self._generation += 1
+            self._resolved = {g: v for g, v in self._resolved.items() if g not in drop}

@@ -16,6 +16,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="TOML settings file (default: GUILDLORE_CONFIG; see README.md)",
     )
+    parser.add_argument(
+        "--shard-ids",
+        default=None,
+        metavar="IDS",
+        help="Discord shards this process holds, e.g. 0,1 (setting discord.shard_ids); "
+        "other processes hold the rest on the same database",
+    )
+    parser.add_argument(
+        "--shard-count",
+        type=int,
+        default=None,
+        metavar="N",
+        help="number of Discord shards across all processes (setting discord.shard_count)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,7 +37,14 @@ def run(args: argparse.Namespace) -> int:
     from bot.settings import SettingsError, load_settings
 
     try:
-        settings = load_settings(config_file=args.config, overrides={"data_dir": args.data_dir})
+        settings = load_settings(
+            config_file=args.config,
+            overrides={
+                "data_dir": args.data_dir,
+                "discord_shard_ids": getattr(args, "shard_ids", None),
+                "discord_shard_count": getattr(args, "shard_count", None),
+            },
+        )
     except SettingsError as exc:
         print(exc.report(), file=sys.stderr)
         return 2

@@ -11,6 +11,10 @@ table and comes back through ``replay``:
 * a message whose processing failed waits in state ``retry`` until its due
   time (``memory.ingest.retry``); the retry loop queues it again then.
   ``failed`` messages wait for an operator (``retry_failed``).
+
+Replays and retries take only the rows of the guilds this process owns
+(``GuildOwnership``: its Discord shards); the rows of other guilds belong
+to the process holding their shards, which replays them when it starts.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from memory.config import IngestConfig
 from memory.ingest.jobs import Job
 from memory.ingest.retry import RetryPolicy
 from memory.models import FailedMessage, IncomingMessage
+from memory.ownership import GuildOwnership
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
@@ -46,10 +51,17 @@ RETRY_MIN_SLEEP_S = 0.01
 
 
 class Inbox:
-    def __init__(self, db: Database, cfg: IngestConfig, clock: Clock) -> None:
+    def __init__(
+        self,
+        db: Database,
+        cfg: IngestConfig,
+        clock: Clock,
+        ownership: GuildOwnership | None = None,
+    ) -> None:
         self.db = db
         self.cfg = cfg
         self.clock = clock
+        self.ownership = ownership or GuildOwnership()
         self.retry = RetryPolicy.from_config(cfg)
         self._queue: IngestQueue | None = None
         self._replay_task: asyncio.Task[int] | None = None
@@ -145,7 +157,8 @@ class Inbox:
     async def unfinished(
         self, after_seq: int = 0, limit: int = REPLAY_PAGE, states: Sequence[str] = UNFINISHED
     ) -> list[tuple[int, IncomingMessage]]:
-        """(seq, message) of rows in ``states``, in arrival order after ``after_seq``."""
+        """(seq, message) of rows in ``states``, in arrival order after ``after_seq``
+        (of every guild: ``replay`` keeps the owned ones)."""
         rows = await self.db.read(store_messages.unfinished_messages, limit, after_seq, states)
         return [(seq, m.to_incoming()) for seq, m in rows]
 
@@ -178,7 +191,7 @@ class Inbox:
                 break
             for seq, m in rows:
                 after = seq
-                if queue.holds(m.id):
+                if queue.holds(m.id) or not self.ownership.owns(m.guild_id):
                     continue
                 await queue.enqueue_replay(m)
                 total += 1
@@ -240,7 +253,7 @@ class Inbox:
                 break
             for seq, m in rows:
                 after = seq
-                if not queue.holds(m.id):
+                if not queue.holds(m.id) and self.ownership.owns(m.guild_id):
                     await queue.enqueue_replay(m.to_incoming())
         wait = self.cfg.retry_poll_s
         upcoming = await self.db.read(store_messages.next_retry_after, stamp)

@@ -10,6 +10,7 @@ text. Operators see counts per guild and category, never the texts.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from memory.clock import Clock, iso
@@ -106,12 +107,24 @@ class ConsentOps:
 
         return bool(await self._db.write(work))
 
-    async def expire(self) -> int:
-        """Delete every pending fact whose 7 days are over; how many went."""
+    async def expire(self, owned: Callable[[str], bool] | None = None) -> int:
+        """Delete every pending fact whose 7 days are over (``owned``: in the
+        guilds this process owns); how many went."""
         now = iso(self._clock())
+        guilds = await self._db.read(store_consent.guilds_with_expired, now)
+        if owned is not None:
+            guilds = [g for g in guilds if owned(g)]
+        total = 0
+        for guild_id in guilds:
+            total += await self._expire_guild(guild_id, now)
+        if total:
+            log.info("consent: %d pending sensitive facts expired unanswered", total)
+        self.expired_total += total
+        return total
 
+    async def _expire_guild(self, guild_id: str, now: str) -> int:
         def work(con: Any) -> int:
-            items = store_consent.expired(con, now)
+            items = store_consent.expired(con, now, guild_id=guild_id)
             for item in items:
                 store_consent.record_decision(con, item, "expire", "system", now)
             return len(items)
@@ -122,9 +135,6 @@ class ConsentOps:
             total += n
             if n == 0:
                 break
-        if total:
-            log.info("consent: %d pending sensitive facts expired unanswered", total)
-        self.expired_total += total
         return total
 
     async def counts(self) -> dict[str, dict[str, int]]:

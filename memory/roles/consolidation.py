@@ -184,11 +184,17 @@ class Consolidation:
         return ConsolidationReport(run_id, guild_id, dry_run, report)
 
     async def run_all(
-        self, *, dry_run: bool = False, checker: PairChecker | None = None
+        self,
+        *,
+        dry_run: bool = False,
+        checker: PairChecker | None = None,
+        owned: Callable[[str], bool] | None = None,
     ) -> list[ConsolidationReport]:
         """The daily job: one run per guild that has active facts."""
         out = []
         for guild_id in await self._db.read(guilds_with_active_facts):
+            if owned is not None and not owned(guild_id):
+                continue
             out.append(await self.run(guild_id, dry_run=dry_run, checker=checker))
         return out
 

@@ -26,7 +26,7 @@ when at least two are left.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -154,13 +154,18 @@ class EpisodeOps:
         return [ChannelEpisodes(*r) for r in rows]
 
     # -- writing ------------------------------------------------------------------------------
-    async def run(self, now: datetime | None = None) -> EpisodeRun:
+    async def run(
+        self, now: datetime | None = None, owned: Callable[[str], bool] | None = None
+    ) -> EpisodeRun:
         """Rebuild retracted episodes, then summarise every channel that went
-        quiet after enough new messages (``now``: the clock's time)."""
+        quiet after enough new messages (``now``: the clock's time; ``owned``:
+        only the guilds this process owns)."""
         at = now or self._clock()
-        rebuilt = await self._rebuild_pending()
+        rebuilt = await self._rebuild_pending(owned)
         created: list[Episode] = []
         channels = await self._db.read(store_episodes.channels_with_news)
+        if owned is not None:
+            channels = [(g, c) for g, c in channels if owned(g)]
         for guild_id, channel_id in channels:
             try:
                 created.extend(await self._channel(guild_id, channel_id, at))
@@ -185,9 +190,11 @@ class EpisodeOps:
             out.append(episode)
         return out
 
-    async def _rebuild_pending(self) -> int:
+    async def _rebuild_pending(self, owned: Callable[[str], bool] | None) -> int:
         done = 0
         for job in await self._db.read(store_episodes.pending_rebuilds, REBUILDS_PER_RUN):
+            if owned is not None and not owned(job.guild_id):
+                continue
             msgs = await self._db.read(
                 store_episodes.messages_by_ids, job.guild_id, job.message_ids
             )

@@ -335,13 +335,17 @@ class MessageLifecycle:
         result = await self._db.write(work)
         return result
 
-    async def replay(self) -> int:
+    async def replay(self, owned: Callable[[str], bool] | None = None) -> int:
         """Apply the events an earlier run received and did not apply, in the
         order they arrived (before unfinished messages are queued again: an
-        edited message is left ``pending`` for that replay). How many."""
+        edited message is left ``pending`` for that replay). How many.
+        ``owned``: only the events of these guilds (the others are for the
+        processes that hold their shards)."""
         if await self._db.read(store_events.compaction_owed) is not None:
             self._compactor.request()
         events = await self._db.read(store_events.unapplied_events)
+        if owned is not None:
+            events = [e for e in events if owned(e.guild_id)]
         for e in events:
             try:
                 if e.kind == "delete":

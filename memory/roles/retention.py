@@ -167,13 +167,18 @@ class Retention:
         return cancelled
 
     # -- running -----------------------------------------------------------------------
-    async def run_due(self, still_away: StillAway | None = None) -> RetentionRun:
-        """Run every timer due by the engine's clock, soonest first."""
+    async def run_due(
+        self, still_away: StillAway | None = None, owned: Callable[[str], bool] | None = None
+    ) -> RetentionRun:
+        """Run every timer due by the engine's clock, soonest first (``owned``:
+        only those of the guilds this process owns)."""
         forgotten: list[tuple[str, str]] = []
         purged: list[str] = []
         cancelled = 0
         async with self._running:
             due = await self._db.read(store_retention.timers, None, iso(self._clock()))
+            if owned is not None:
+                due = [t for t in due if owned(t.guild_id)]
             for timer in due:
                 if not await self._db.read(store_retention.still_due, timer):
                     continue  # cancelled meanwhile

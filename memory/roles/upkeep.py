@@ -17,6 +17,7 @@ a guild's or a member's facts, and the usage the dashboard shows.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -125,9 +126,12 @@ class MemoryUpkeep:
 
     # -- expiry and purge -------------------------------------------------------------
 
-    async def run_daily(self) -> UpkeepRun:
-        """The daily job: expire, then purge, in every guild."""
+    async def run_daily(self, owned: Callable[[str], bool] | None = None) -> UpkeepRun:
+        """The daily job: expire, then purge, in every guild (``owned``: every
+        guild this process owns)."""
         guilds: list[str] = await self._db.read(store_budgets.guild_ids)
+        if owned is not None:
+            guilds = [g for g in guilds if owned(g)]
         expired = purged = 0
         for guild_id in guilds:
             expired += await self.expire(guild_id)

@@ -151,11 +151,23 @@ def record_decision(
     )
 
 
-def expired(con: Any, now: str, limit: int = 500) -> list[PendingFact]:
+def guilds_with_expired(con: Any, now: str) -> list[str]:
     rows = con.execute(
-        f"SELECT {CONSENT_COLUMNS} FROM consent_queue WHERE expires_at <= ? ORDER BY expires_at "
-        "LIMIT ?",
-        (now, limit),
+        "SELECT DISTINCT guild_id FROM consent_queue WHERE expires_at <= ? ORDER BY guild_id",
+        (now,),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def expired(
+    con: Any, now: str, limit: int = 500, *, guild_id: str | None = None
+) -> list[PendingFact]:
+    """Pending facts past their expiry (of one guild, or all), soonest first."""
+    where = "expires_at <= ?" + (" AND guild_id = ?" if guild_id is not None else "")
+    args: tuple[Any, ...] = (now, guild_id) if guild_id is not None else (now,)
+    rows = con.execute(
+        f"SELECT {CONSENT_COLUMNS} FROM consent_queue WHERE {where} ORDER BY expires_at LIMIT ?",
+        (*args, limit),
     ).fetchall()
     return [_row(r) for r in rows]
 

@@ -16,6 +16,12 @@ transaction is open. The cost is a rewrite of the whole database — worth it
 for an erase, which is rare and must be complete. VACUUM builds its copy in
 memory (every connection has ``temp_store = MEMORY``): for the moment, extra
 memory about the size of the database.
+
+Processes sharing the database rewrite it one at a time: a rewrite takes the
+``compaction`` lease first. A debounced rewrite that finds it held (another
+process is rewriting now) tries again after its delay; one an erase waits for
+waits for the lease, up to ``LEASE_WAIT_S``, then rewrites anyway (two
+rewrites at once are only slower: SQLite's locks keep them apart).
 """
 
 from __future__ import annotations
@@ -24,14 +30,25 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from memory.clock import iso
 from memory.errors import StorageError
+from memory.store import leases as store_leases
 from memory.store import lifecycle_events as store_events
+from memory.store import sqlite
 from memory.store.db import Database
 from memory.store.sql import dialect_of
 
 log = logging.getLogger(__name__)
+
+LEASE = "compaction"
+# Longer than a rewrite of a large database takes; a crashed holder's lease
+# is taken over after it.
+LEASE_S = 600.0
+LEASE_WAIT_S = 60.0  # an erase waiting for another process's rewrite
+LEASE_POLL_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -58,7 +75,10 @@ def _vacuum_full(con: Any) -> int:
     server recycles them and in the operator's backups. Returns the pages of
     the database after the rewrite."""
     con.execute("VACUUM (FULL)")
-    con.execute("CHECKPOINT")
+    try:
+        con.execute("CHECKPOINT")
+    except sqlite.Error:  # needs pg_checkpoint (or superuser); the server's own comes soon
+        log.info("CHECKPOINT not allowed for this role; the server's next one writes the rewrite")
     size = con.execute("SELECT pg_database_size(current_database())").fetchone()[0]
     return int(size) // 8192
 
@@ -111,6 +131,8 @@ class ErasureCompactor:
         self._covered = 0
         self.runs = 0
         self.errors = 0
+        self.deferred = 0  # debounced rewrites put off: another process was rewriting
+        self._holder = store_leases.process_holder()
 
     @property
     def pending(self) -> bool:
@@ -131,7 +153,7 @@ class ErasureCompactor:
         finally:
             self._sleeping = False
         try:
-            await self._run(force=False)
+            await self._run(force=False, retry_later=True)
         except StorageError as exc:
             log.warning("compaction after an erase failed, tried again on the next: %s", exc)
 
@@ -149,6 +171,28 @@ class ErasureCompactor:
         assert done is not None
         return done
 
+    async def _take_lease(self, *, wait: bool) -> bool:
+        deadline = time.monotonic() + (LEASE_WAIT_S if wait else 0.0)
+        while True:
+            now = datetime.now(UTC)
+            until = now + timedelta(seconds=LEASE_S)
+            if await self._db.write(
+                store_leases.acquire, LEASE, self._holder, iso(now), iso(until)
+            ):
+                return True
+            if time.monotonic() >= deadline:
+                if wait:
+                    log.warning("another process's rewrite is taking long; rewriting anyway")
+                return False
+            await asyncio.sleep(LEASE_POLL_S)
+
+    def _rearm(self) -> None:
+        # Called under the lock by a timer's own run: a new timer task waits
+        # out the delay, then takes the lock again.
+        self._timer = asyncio.get_running_loop().create_task(
+            self._after_delay(), name="erasure-compaction"
+        )
+
     def _cancel_timer(self) -> None:
         # A timer already rewriting is left to finish: the caller then waits
         # for it on the lock and finds nothing pending.
@@ -156,17 +200,31 @@ class ErasureCompactor:
             self._timer.cancel()
             self._timer = None
 
-    async def _run(self, *, force: bool) -> Compaction | None:
+    async def _run(self, *, force: bool, retry_later: bool = False) -> Compaction | None:
+        """``retry_later``: the timer's run, which tries again after the delay
+        when another process holds the lease (a flush leaves that to the owed
+        rewrite the next start requests)."""
         async with self._lock:
             if not force and not self.pending:
                 return None
             target = self._requested
-            owed = await self._db.read(store_events.compaction_owed)
+            leased = await self._take_lease(wait=force)
+            if not leased and not force:
+                self.deferred += 1
+                log.debug("compaction put off: another process is rewriting the database")
+                if retry_later:
+                    self._rearm()
+                return None
             try:
-                done = await compact_erased(self._db)
-            except StorageError:
-                self.errors += 1
-                raise
+                owed = await self._db.read(store_events.compaction_owed)
+                try:
+                    done = await compact_erased(self._db)
+                except StorageError:
+                    self.errors += 1
+                    raise
+            finally:
+                if leased:
+                    await self._db.write(store_leases.release, LEASE, self._holder)
             if owed is not None:
                 await self._db.write(store_events.compaction_paid, owed)
             self._covered = max(self._covered, target)

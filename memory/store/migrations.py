@@ -32,6 +32,7 @@ from memory.store.schema import (
     m015_budgets,
     m016_relations_consolidation,
     m017_multilingual_fts,
+    m018_job_leases,
 )
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ MIGRATIONS: list[Migration] = [
     ("m015_budgets", m015_budgets.apply),
     ("m016_relations_consolidation", m016_relations_consolidation.apply),
     ("m017_multilingual_fts", m017_multilingual_fts.apply),
+    ("m018_job_leases", m018_job_leases.apply),
 ]
 
 

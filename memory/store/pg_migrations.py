@@ -18,6 +18,7 @@ from typing import Any
 
 from memory.errors import MigrationError
 from memory.store.pg_schema import p001_baseline, p002_bm25
+from memory.store.schema import m018_job_leases
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,8 @@ Migration = tuple[str, Callable[[Any], None]]
 PG_MIGRATIONS: list[Migration] = [
     ("p001_baseline", p001_baseline.apply),
     ("p002_bm25", p002_bm25.apply),
+    # SQLite's m018 is portable SQL: the same step on both.
+    ("p003_job_leases", m018_job_leases.apply),
 ]
 
 # pg_advisory_xact_lock key held by every migration transaction ("guildlor").
