@@ -8,8 +8,8 @@ through ``discord.api_base_url``), extraction goes to the fake OpenAI server
 over HTTP. Each bot process uses its own extraction model name, so the fake
 OpenAI server's log tells which process extracted which message.
 
-The database location comes from the ``database`` fixture alone (a SQLite
-file here); another backend is another parameter of it.
+The database location comes from the ``database`` fixture alone: a SQLite
+file, or one PostgreSQL database (the test runs on each backend).
 """
 
 from __future__ import annotations
@@ -58,12 +58,16 @@ class DatabaseTarget:
 
 
 @pytest.fixture
-def database(tmp_path: Path) -> DatabaseTarget:
+def database(tmp_path: Path, database_url_for: Callable[[Path], str | None]) -> DatabaseTarget:
+    """A SQLite file, or a PostgreSQL database (``store_backend``)."""
     db = tmp_path / "shared" / "guildlore.sqlite3"
     journal = tmp_path / "shared" / "memory_journal"
+    url = database_url_for(tmp_path / "shared")
+    env = {"GUILDLORE_DB_PATH": str(db), "GUILDLORE_JOURNAL_DIR": str(journal)}
+    if url is not None:
+        env["GUILDLORE_DATABASE_URL"] = url
     return DatabaseTarget(
-        env={"GUILDLORE_DB_PATH": str(db), "GUILDLORE_JOURNAL_DIR": str(journal)},
-        config=MemoryConfig(db_path=db, journal_dir=journal),
+        env=env, config=MemoryConfig(db_path=db, journal_dir=journal, database_url=url)
     )
 
 
