@@ -21,7 +21,7 @@ from bot.jobs import Jobs
 from memory import InvalidInput, parse_guild_setting
 from tests.conftest import FakeClock
 from tests.fakeopenai import FakeOpenAI
-from tests.helpers import inspect_db
+from tests.helpers import every_cell_text, inspect_db
 from tests.test_bot import Harness, make_harness
 from tests.test_bot_lifecycle import gateway, journal_text
 
@@ -187,9 +187,16 @@ async def test_guild_removal_purges_after_the_delay(harness: Harness, clock: Fak
     # The other guild keeps its memory.
     assert await facts_about(h, h.stranger, h.other_guild)
     assert "northern lights" in journal_text(h)
+    # Not in the data dir's files (the SQLite file and its WAL), nor in any
+    # table (what PostgreSQL holds outside it).
     for path in h.memory.config.db_path.parent.rglob("*"):
         if path.is_file():
             assert b"hiking in the Alps" not in path.read_bytes(), path
+    con = inspect_db(h.memory)
+    try:
+        assert not [t for t in every_cell_text(con) if "hiking in the Alps" in t]
+    finally:
+        con.close()
 
 
 async def test_the_bot_added_back_cancels_the_purge(harness: Harness, clock: FakeClock) -> None:

@@ -50,7 +50,8 @@ async def test_forget_leaves_no_trace(make_memory: Any) -> None:
 
     everything = await _all_text(mem)
     assert SECRET not in everything
-    # Not even in the bytes on disk: free pages, FTS segments and the WAL.
+    # Not even in the bytes on disk: free pages, FTS segments and the WAL (on
+    # SQLite; PostgreSQL's rewrite is tests/test_forget_on_disk.py's).
     for path in mem.config.db_path.parent.glob(mem.config.db_path.name + "*"):
         assert SECRET.encode() not in path.read_bytes(), path.name
     # The other guild's memory of Alice is untouched: forget is per guild.
