@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import EXPORT, print_table, write_json  # noqa: E402
+from bench._common import EXPORT, print_table, write_json
 
 QUERIES = (
     "papyrus scrolls from Herculaneum",
@@ -105,9 +105,7 @@ def main() -> int:
         embedder.load()
         on_sqlite = asyncio.run(_searches(MemoryConfig.for_data_dir(data), embedder, guild))
         on_pg = asyncio.run(
-            _searches(
-                MemoryConfig.for_data_dir(work / "pgdata", database_url=url), embedder, guild
-            )
+            _searches(MemoryConfig.for_data_dir(work / "pgdata", database_url=url), embedder, guild)
         )
         same = sum(a == b for a, b in zip(on_sqlite, on_pg, strict=True))
         same_top = sum(a[:1] == b[:1] for a, b in zip(on_sqlite, on_pg, strict=True))

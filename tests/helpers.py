@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from memory.clock import iso
 from memory.errors import ExtractionError
@@ -106,3 +107,100 @@ def echo_fact(text: str, author: str) -> list[Candidate]:
     """One fact per message: '<author> said <text>.' — always grounded."""
     body = text.rstrip(".!?")
     return [Candidate(fact=f"{author} said {body}.", type="other", confidence=0.6, evidence=text)]
+
+
+# -- reading an engine's database directly, on either backend -------------------
+
+
+def database_url(mem_or_config: Any) -> str | None:
+    """The PostgreSQL URL an engine (or its config) runs on; None on SQLite."""
+    config = getattr(mem_or_config, "config", mem_or_config)
+    url: str | None = config.database_url
+    return url
+
+
+def inspect_db(mem_or_config: Any, *, writable: bool = False) -> Any:
+    """A connection to an engine's database for a test to read rows with
+    ``execute(sql, params)`` in the store's SQL (SQLite's spelling; on
+    PostgreSQL the adapter translates it): the SQLite file opened read-only
+    (``writable``: read-write), or a new connection to the PostgreSQL
+    database. The caller closes it."""
+    url = database_url(mem_or_config)
+    if url:
+        from memory.store import postgres
+
+        return postgres.connect(url)
+    from memory.store import sqlite
+
+    config = getattr(mem_or_config, "config", mem_or_config)
+    return sqlite.connect(config.db_path, read_only=not writable)
+
+
+def is_postgresql(con: Any) -> bool:
+    from memory.store.sql import dialect_of
+
+    return dialect_of(con) == "postgresql"
+
+
+def table_names(con: Any) -> list[str]:
+    """Every table of the database (SQLite's virtual and shadow tables too;
+    its own ``sqlite_*`` bookkeeping tables excepted)."""
+    if is_postgresql(con):
+        sql = (
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' "
+            "ORDER BY table_name"
+        )
+        return [str(r[0]) for r in con.execute(sql)]
+    sql = "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+    return [str(r[0]) for r in con.execute(sql) if not str(r[0]).startswith("sqlite_")]
+
+
+def every_cell_text(con: Any) -> list[str]:
+    """Every non-null cell of every table as text (bytes decoded leniently):
+    what a search for a word in "the whole database" reads. Tables that
+    cannot be read whole (SQLite's vec0 shadow tables) are left out."""
+    from memory.store import sqlite
+
+    parts: list[str] = []
+    for table in table_names(con):
+        try:
+            rows = con.execute(f'SELECT * FROM "{table}"').fetchall()
+        except sqlite.Error:
+            continue
+        for row in rows:
+            for v in tuple(row):
+                if isinstance(v, bytes | bytearray | memoryview):
+                    parts.append(bytes(v).decode("utf-8", "ignore"))
+                elif v is not None:
+                    parts.append(str(v))
+    return parts
+
+
+def fts_condition(con: Any, table: str, words: Sequence[str]) -> tuple[str, str]:
+    """(SQL condition, its one parameter): rows of the full-text table
+    ``table`` (``messages_fts``, ``memory_facts_fts``) whose index holds all
+    of ``words`` — FTS5's ``MATCH`` on SQLite, the tsvector's ``@@`` on
+    PostgreSQL."""
+    if is_postgresql(con):
+        query = " & ".join("'" + w.replace("'", "''") + "'" for w in words)
+        return f"{table}.tsv @@ to_tsquery('simple', ?)", query
+    return f"{table} MATCH ?", " AND ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+def fts_count(con: Any, table: str, *words: str) -> int:
+    """How many rows of the full-text table ``table`` match all of ``words``."""
+    cond, param = fts_condition(con, table, words)
+    return int(con.execute(f"SELECT count(*) FROM {table} WHERE {cond}", (param,)).fetchone()[0])
+
+
+def fts_terms(con: Any, table: str) -> set[str]:
+    """Every term the full-text table ``table`` holds in its index."""
+    if is_postgresql(con):
+        return {
+            str(r[0]) for r in con.execute(f"SELECT word FROM ts_stat('SELECT tsv FROM {table}')")
+        }
+    con.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_terms USING fts5vocab(main, {table}, row)"
+    )
+    return {str(r[0]) for r in con.execute(f"SELECT term FROM temp.{table}_terms")}

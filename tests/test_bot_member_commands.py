@@ -19,8 +19,8 @@ from bot.cogs.member_commands import (
     fact_choices,
     forget_fact_answer,
 )
-from memory.store import sqlite
 from tests.fakeopenai import FakeOpenAI
+from tests.helpers import inspect_db
 from tests.test_bot import Harness, make_private, open_harness
 
 
@@ -65,7 +65,7 @@ async def _talk(h: Harness) -> None:
 
 
 def _texts(h: Harness, author: discord.Member) -> list[str]:
-    con = sqlite.connect(h.memory.config.db_path, read_only=True)
+    con = inspect_db(h.memory)
     try:
         rows = con.execute(
             "SELECT content FROM messages WHERE guild_id = ? AND author_id = ?",

@@ -19,9 +19,9 @@ from discord.ext.test import factories as dfacts
 from bot.cogs.lifecycle import still_away
 from bot.jobs import Jobs
 from memory import InvalidInput, parse_guild_setting
-from memory.store import sqlite
 from tests.conftest import FakeClock
 from tests.fakeopenai import FakeOpenAI
+from tests.helpers import every_cell_text, inspect_db
 from tests.test_bot import Harness, make_harness
 from tests.test_bot_lifecycle import gateway, journal_text
 
@@ -104,7 +104,7 @@ async def test_a_leave_forgets_the_member_when_the_timer_is_due(
     assert "hiking in the Alps" not in journal_text(h)
     assert "sailing on lakes" in journal_text(h)
     assert await h.memory.retention.timers() == []
-    con = sqlite.connect(h.memory.config.db_path, read_only=True)
+    con = inspect_db(h.memory)
     rows = con.execute(
         "SELECT event, actor FROM fact_history WHERE subject = ? AND fact_id IS NULL",
         (str(h.alice.id),),
@@ -187,9 +187,16 @@ async def test_guild_removal_purges_after_the_delay(harness: Harness, clock: Fak
     # The other guild keeps its memory.
     assert await facts_about(h, h.stranger, h.other_guild)
     assert "northern lights" in journal_text(h)
+    # Not in the data dir's files (the SQLite file and its WAL), nor in any
+    # table (what PostgreSQL holds outside it).
     for path in h.memory.config.db_path.parent.rglob("*"):
         if path.is_file():
             assert b"hiking in the Alps" not in path.read_bytes(), path
+    con = inspect_db(h.memory)
+    try:
+        assert not [t for t in every_cell_text(con) if "hiking in the Alps" in t]
+    finally:
+        con.close()
 
 
 async def test_the_bot_added_back_cancels_the_purge(harness: Harness, clock: FakeClock) -> None:

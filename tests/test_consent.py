@@ -17,6 +17,7 @@ from memory.extract.sensitivity import CATEGORIES, classify_text
 from memory.models import IncomingMessage
 from tests.conftest import FakeClock
 from tests.fakeopenai import FakeOpenAI, Fault
+from tests.helpers import inspect_db
 
 GUILD, CHANNEL, ALICE = "100000000000000001", "200000000000000001", "300000000000000001"
 SENSITIVE = "I am a practising Catholic."
@@ -49,9 +50,7 @@ async def facts(mem: Memory) -> list[str]:
 
 
 def raw_rows(mem: Memory, sql: str) -> list[tuple[Any, ...]]:
-    import sqlite3
-
-    con = sqlite3.connect(mem.config.db_path)
+    con = inspect_db(mem)
     try:
         return [tuple(r) for r in con.execute(sql)]
     finally:

@@ -15,7 +15,7 @@ from memory.errors import InvalidInput
 from memory.store.facts import upsert_fact
 from memory.store.vectors import all_models
 from tests.conftest import FakeClock
-from tests.helpers import ALICE, BOB, CHANNEL, GUILD
+from tests.helpers import ALICE, BOB, CHANNEL, GUILD, table_names
 
 # Rows written before the write decision existed (or by an import): the
 # store keeps them side by side, as consolidation finds them.
@@ -77,11 +77,9 @@ def dump(con: Any, tables: tuple[str, ...] = MEMORY_TABLES) -> dict[str, list[tu
 
 def everything(con: Any) -> dict[str, list[tuple[Any, ...]]]:
     names = [
-        r[0]
-        for r in con.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "AND name NOT LIKE '%fts%' AND name NOT LIKE 'vec_%' AND name != 'consolidation_runs'"
-        )
+        name
+        for name in table_names(con)
+        if "fts" not in name and not name.startswith("vec_") and name != "consolidation_runs"
     ]
     return dump(con, tuple(names))
 

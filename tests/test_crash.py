@@ -11,11 +11,13 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memory.config import MemoryConfig
 from memory.store import messages as store_messages
-from tests.helpers import GUILD, ScriptedExtractor, echo_fact, eventually
+from tests.helpers import GUILD, ScriptedExtractor, echo_fact, eventually, inspect_db
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +31,8 @@ CHILD = textwrap.dedent(
 
     async def main():
         cfg = MemoryConfig.for_data_dir(Path(sys.argv[1]),
-                                        embedding=EmbeddingConfig(provider="none"))
+                                        embedding=EmbeddingConfig(provider="none"),
+                                        database_url=sys.argv[2] or None)
         mem = await Memory.open(cfg, extractor=ScriptedExtractor(echo_fact, delay_s=0.02))
         for i in range(100000):
             out = await mem.ingest_message(
@@ -43,13 +46,14 @@ CHILD = textwrap.dedent(
 
 
 async def test_sigkill_mid_stream_loses_nothing_and_processes_once(
-    make_memory: Any, tmp_path: Path
+    make_memory: Any, tmp_path: Path, database_url_for: Callable[[Path], str | None]
 ) -> None:
     data = tmp_path / "d"
+    url = database_url_for(data)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # Blocking calls are fine here: nothing runs on the loop until the child is dead.
     proc = subprocess.Popen(  # noqa: ASYNC220
-        [sys.executable, "-c", CHILD, str(data)],
+        [sys.executable, "-c", CHILD, str(data), url or ""],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -94,19 +98,42 @@ async def test_sigkill_mid_stream_loses_nothing_and_processes_once(
 SAMPLE = ROOT / "bot" / "data" / "sample_guild.json"
 
 
-def _facts_without_vector(db: Path) -> tuple[int, int]:
+def _facts_without_vector(db: MemoryConfig) -> tuple[int, int]:
     """(active facts, active facts with no vector of any model)."""
-    from memory.store import sqlite
-
-    con = sqlite.connect(db, read_only=True)
+    con = inspect_db(db)
     try:
         active, missing = con.execute(
-            "SELECT count(*), sum(NOT EXISTS (SELECT 1 FROM memory_fact_vectors v "
-            "WHERE v.fact_id = f.id)) FROM memory_facts f WHERE f.is_active = 1"
+            "SELECT count(*), sum(CASE WHEN NOT EXISTS (SELECT 1 FROM memory_fact_vectors v "
+            "WHERE v.fact_id = f.id) THEN 1 ELSE 0 END) FROM memory_facts f WHERE f.is_active = 1"
         ).fetchone()
     finally:
         con.close()
     return int(active), int(missing or 0)
+
+
+def _copy_database(url: str, to_url: str) -> None:
+    """Make ``to_url``'s database a copy of ``url``'s (PostgreSQL)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    source, target = conninfo_to_dict(url)["dbname"], conninfo_to_dict(to_url)["dbname"]
+    with psycopg.connect(url, dbname="postgres", autocommit=True) as con:
+        con.execute(f'DROP DATABASE "{target}" WITH (FORCE)')
+        # A template must have no session: the killed process's may not have
+        # ended yet.
+        deadline = time.monotonic() + 30
+        while True:
+            con.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (source,),
+            )
+            try:
+                con.execute(f'CREATE DATABASE "{target}" TEMPLATE "{source}"')
+                return
+            except psycopg.errors.ObjectInUse:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
 
 async def _fake_server(*flags: str) -> tuple[asyncio.subprocess.Process, str]:
@@ -119,25 +146,29 @@ async def _fake_server(*flags: str) -> tuple[asyncio.subprocess.Process, str]:
 
 
 async def test_sigkill_mid_import_then_every_fact_gets_its_vector(
-    make_memory: Any, tmp_path: Path
+    make_memory: Any, tmp_path: Path, database_url_for: Callable[[Path], str | None]
 ) -> None:
     """Facts written before the kill whose vectors were still queued: the next
     start and the next import both embed them."""
     import openai
 
-    from memory.config import EmbeddingConfig, MemoryConfig
+    from memory.config import EmbeddingConfig
     from memory.engine import Memory
 
     data = tmp_path / "d"
-    db = data / "guildlore.sqlite3"
+    copy = tmp_path / "copy"
+    url = database_url_for(data)
+    db = MemoryConfig.for_data_dir(data, database_url=url)
     # Slow embeddings keep written facts waiting for their vectors.
-    slow, url = await _fake_server("--latency", "1.5")
+    slow, fake_url = await _fake_server("--latency", "1.5")
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "OPENAI_API_KEY": "test",
-        "OPENAI_BASE_URL": url,
+        "OPENAI_BASE_URL": fake_url,
     }
+    if url:
+        env["GUILDLORE_DATABASE_URL"] = url
     args = [sys.executable, "-m", "bot", "import", str(SAMPLE), "--data-dir", str(data)]
     args += ["--json", "--extractor", "rules", "--embeddings", "openai"]
     proc = await asyncio.create_subprocess_exec(
@@ -147,7 +178,7 @@ async def test_sigkill_mid_import_then_every_fact_gets_its_vector(
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert proc.returncode is None, "the import ended before it could be killed"
-            if db.exists():
+            if url or db.db_path.exists():
                 try:
                     _, missing = _facts_without_vector(db)
                 except Exception:  # the schema is still being created
@@ -162,23 +193,29 @@ async def test_sigkill_mid_import_then_every_fact_gets_its_vector(
         await slow.wait()
     active, missing = _facts_without_vector(db)
     assert active > 0 and missing > 0, "the kill must leave facts without vectors"
-    copy = tmp_path / "copy"
     shutil.copytree(data, copy)
-    doctor = await asyncio.create_subprocess_exec(
-        *[sys.executable, "-m", "bot", "doctor", "--offline", "--data-dir", str(data)],
-        env={**env, "GUILDLORE_EMBEDDING_PROVIDER": "openai"},
-        cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    report = (await asyncio.wait_for(doctor.communicate(), 120))[0].decode()
-    assert f"warn  fact vectors: {missing} active facts have no vector" in report, report
-    assert "guildlore reindex" in report
+    copy_url = database_url_for(copy)
+    if url and copy_url:
+        _copy_database(url, copy_url)
+    else:
+        # The doctor counts facts without a vector in the SQLite file only.
+        doctor = await asyncio.create_subprocess_exec(
+            *[sys.executable, "-m", "bot", "doctor", "--offline", "--data-dir", str(data)],
+            env={**env, "GUILDLORE_EMBEDDING_PROVIDER": "openai"},
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        report = (await asyncio.wait_for(doctor.communicate(), 120))[0].decode()
+        assert f"warn  fact vectors: {missing} active facts have no vector" in report, report
+        assert "guildlore reindex" in report
 
-    fast, url = await _fake_server()
+    fast, fake_url = await _fake_server()
     try:
         # The next start of the engine embeds them ...
-        client = openai.AsyncOpenAI(api_key="test", base_url=url, max_retries=0)
-        cfg = MemoryConfig.for_data_dir(data, embedding=EmbeddingConfig(provider="openai"))
+        client = openai.AsyncOpenAI(api_key="test", base_url=fake_url, max_retries=0)
+        cfg = MemoryConfig.for_data_dir(
+            data, embedding=EmbeddingConfig(provider="openai"), database_url=url
+        )
         mem = await Memory.open(cfg, embedding_client=client)
         try:
             assert await mem.settle(timeout=60)
@@ -191,14 +228,17 @@ async def test_sigkill_mid_import_then_every_fact_gets_its_vector(
         # ... and so does the next import.
         rerun = await asyncio.create_subprocess_exec(
             *[a if a != str(data) else str(copy) for a in args],
-            env={**env, "OPENAI_BASE_URL": url},
+            env={**env, "OPENAI_BASE_URL": fake_url}
+            | ({"GUILDLORE_DATABASE_URL": copy_url} if copy_url else {}),
             cwd=ROOT,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
         out, err = await asyncio.wait_for(rerun.communicate(), 300)
         assert rerun.returncode == 0, err.decode()[-2000:]
-        active, missing = _facts_without_vector(copy / "guildlore.sqlite3")
+        active, missing = _facts_without_vector(
+            MemoryConfig.for_data_dir(copy, database_url=copy_url)
+        )
         assert active > 0 and missing == 0
     finally:
         fast.terminate()

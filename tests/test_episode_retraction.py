@@ -8,7 +8,7 @@ from typing import Any
 
 from memory.engine import Memory
 from tests.conftest import FakeClock
-from tests.helpers import ALICE, BOB, CHANNEL, GUILD
+from tests.helpers import ALICE, BOB, CHANNEL, GUILD, fts_condition
 from tests.test_decision import ingest
 from tests.test_episodes import engine, run_at, talk
 
@@ -17,11 +17,11 @@ async def _fts_rows(mem: Memory, word: str, fact_id: int) -> int:
     """FTS rows of ``fact_id`` matching ``word``."""
 
     def q(con: Any) -> int:
+        match, words = fts_condition(con, "memory_facts_fts", [word])
         return int(
             con.execute(
-                "SELECT count(*) FROM memory_facts_fts WHERE memory_facts_fts MATCH ? "
-                "AND rowid = ?",
-                (word, fact_id),
+                f"SELECT count(*) FROM memory_facts_fts WHERE {match} AND rowid = ?",
+                (words, fact_id),
             ).fetchone()[0]
         )
 

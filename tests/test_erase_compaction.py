@@ -7,7 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 from memory.store import lifecycle_events as store_events
-from tests.helpers import GUILD, ScriptedExtractor, echo_fact, eventually, msg
+from tests.helpers import (
+    GUILD,
+    ScriptedExtractor,
+    database_url,
+    echo_fact,
+    eventually,
+    every_cell_text,
+    inspect_db,
+    msg,
+)
 from tests.test_lifecycle import SECRET, count
 
 
@@ -22,6 +31,14 @@ async def _stored(mem: Any, n: int) -> list[str]:
 
 
 def _on_disk(mem: Any) -> bool:
+    """Whether the erased text is still stored: in the SQLite file or its WAL
+    byte for byte; on PostgreSQL, in any table."""
+    if database_url(mem):
+        con = inspect_db(mem)
+        try:
+            return any(SECRET in text for text in every_cell_text(con))
+        finally:
+            con.close()
     files = [p for p in mem.config.db_path.parent.rglob("*") if p.is_file()]
     return any(SECRET.encode() in p.read_bytes() for p in files)
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory.store import sqlite
-from tests.helpers import ALICE, BOB, GUILD, OTHER_GUILD, msg
+from tests.helpers import ALICE, BOB, GUILD, OTHER_GUILD, every_cell_text, inspect_db, msg
 
 SECRET = "zanzibarquokka"
 
@@ -13,24 +12,11 @@ SECRET = "zanzibarquokka"
 async def _all_text(mem: Any) -> str:
     """Every text cell of every table (incl. FTS shadow tables) plus files on disk."""
     await mem.refresh_snapshot()
-    con = sqlite.connect(mem.config.db_path, read_only=True)
-    parts: list[str] = []
-    tables = [
-        r[0]
-        for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        if not r[0].startswith("sqlite_")
-    ]
-    for t in tables:
-        try:
-            for row in con.execute(f'SELECT * FROM "{t}"'):
-                for v in tuple(row):
-                    if isinstance(v, bytes):
-                        parts.append(v.decode("utf-8", "ignore"))
-                    elif v is not None:
-                        parts.append(str(v))
-        except sqlite.Error:
-            continue
-    con.close()
+    con = inspect_db(mem)
+    try:
+        parts = every_cell_text(con)
+    finally:
+        con.close()
     for p in mem.config.journal_dir.glob("*.md"):
         parts.append(p.read_text())
     return "\n".join(parts)
@@ -64,7 +50,8 @@ async def test_forget_leaves_no_trace(make_memory: Any) -> None:
 
     everything = await _all_text(mem)
     assert SECRET not in everything
-    # Not even in the bytes on disk: free pages, FTS segments and the WAL.
+    # Not even in the bytes on disk: free pages, FTS segments and the WAL (on
+    # SQLite; PostgreSQL's rewrite is tests/test_forget_on_disk.py's).
     for path in mem.config.db_path.parent.glob(mem.config.db_path.name + "*"):
         assert SECRET.encode() not in path.read_bytes(), path.name
     # The other guild's memory of Alice is untouched: forget is per guild.
@@ -74,7 +61,7 @@ async def test_forget_leaves_no_trace(make_memory: Any) -> None:
     # Bob is untouched.
     assert await mem.facts.find(GUILD, subject=BOB)
     # One forget history row, without content.
-    con = sqlite.connect(mem.config.db_path, read_only=True)
+    con = inspect_db(mem)
     rows = con.execute(
         "SELECT event, old_text, new_text FROM fact_history WHERE guild_id = ? AND subject = ?",
         (GUILD, ALICE),

@@ -4,7 +4,8 @@ SQL not seeing a row is not enough: a page rebuilt by a split or a
 defragmentation keeps stale cell bytes in its unallocated space, and the WAL
 keeps old page images, so the file itself is searched byte by byte — with
 other members' messages being ingested and reads in progress during the
-forget.
+forget. On PostgreSQL the data files are the server's: there the test is
+that the text is in no row of any table and that every table was rewritten.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pytest
+
 from memory.store import sqlite
-from tests.helpers import ALICE, BOB, GUILD, msg
+from tests.helpers import ALICE, BOB, GUILD, inspect_db, msg, table_names
 
 CAROL = "666666666666666666"
 DAVE = "777777777777777777"
@@ -43,8 +47,8 @@ def _data_files(data_dir: Path) -> list[Path]:
     return [p for p in sorted(data_dir.rglob("*")) if p.is_file()]
 
 
-def _vector_blobs(db_path: Path, message_ids: list[str]) -> list[bytes]:
-    con = sqlite.connect(db_path, read_only=True)
+def _vector_blobs(mem: Any, message_ids: list[str]) -> list[bytes]:
+    con = inspect_db(mem)
     try:
         held = ",".join("?" * len(message_ids))
         return [
@@ -67,10 +71,10 @@ class Erased:
     vectors: list[bytes]  # their message embeddings
 
 
-async def _populate(mem: Any) -> Erased:
+async def _populate_rows(mem: Any) -> list[str]:
     """A guild where the target's long messages interleave with three other
-    members' and were rewritten since, so stale copies of them exist."""
-    data_dir = mem.config.db_path.parent
+    members' and were rewritten since, so stale copies of them exist; returns
+    the target's message ids."""
     target_ids: list[str] = []
     outcomes = []
     for i in range(TARGET_MESSAGES):
@@ -101,7 +105,14 @@ async def _populate(mem: Any) -> Erased:
     await mem.db.write(grow)
     for i, mid in enumerate(target_ids):
         await mem.db.write(shrink, i, mid)
-    vectors = _vector_blobs(mem.config.db_path, target_ids)
+    return target_ids
+
+
+async def _populate(mem: Any) -> Erased:
+    """``_populate_rows``, and what to look for in the files afterwards."""
+    data_dir = mem.config.db_path.parent
+    target_ids = await _populate_rows(mem)
+    vectors = _vector_blobs(mem, target_ids)
     assert len(vectors) == TARGET_MESSAGES
     markers = [f"velvetquagga{i:04d}".encode() for i in range(TARGET_MESSAGES)]
     before = b"".join(p.read_bytes() for p in _data_files(data_dir))
@@ -160,6 +171,7 @@ async def _still_works(mem: Any, ingested: list[str]) -> None:
     assert await mem.search(GUILD, "sailing chess", scope="all")
 
 
+@pytest.mark.sqlite_only("byte-level erasure in the SQLite file and its WAL")
 async def test_forget_leaves_no_bytes_in_database_or_wal(make_memory: Any) -> None:
     mem = await make_memory()
     erased = await _populate(mem)
@@ -174,6 +186,7 @@ async def test_forget_leaves_no_bytes_in_database_or_wal(make_memory: Any) -> No
     await _still_works(mem, ingested)
 
 
+@pytest.mark.sqlite_only("byte-level erasure in the SQLite file and its WAL")
 async def test_forget_beside_a_running_bot(make_memory: Any, local_embedder: Any) -> None:
     """The CLI's forget: an engine of its own without ingest (other
     connections, as another process has) on the data dir of a bot that keeps
@@ -197,6 +210,7 @@ async def test_forget_beside_a_running_bot(make_memory: Any, local_embedder: Any
     await _still_works(bot, ingested)
 
 
+@pytest.mark.sqlite_only("VACUUM renumbers SQLite rowids that FTS5 and vec0 refer to")
 async def test_compaction_keeps_every_rowid(make_memory: Any) -> None:
     """VACUUM renumbers the rows of a table with neither an INTEGER PRIMARY
     KEY nor an index; FTS5 and vec0 address rows by rowid, so the rewrite must
@@ -226,3 +240,87 @@ async def test_compaction_keeps_every_rowid(make_memory: Any) -> None:
     await compact_erased(mem.db)
     assert await mem.db.read(rows) == before
     assert await mem.search(GUILD, "pickled moonfern", scope="all")
+
+
+def _stored_cells(con: Any) -> tuple[str, list[bytes]]:
+    """Every text cell of every table, joined, and every binary cell."""
+    texts: list[str] = []
+    blobs: list[bytes] = []
+    for table in table_names(con):
+        for row in con.execute(f'SELECT * FROM "{table}"'):
+            for v in tuple(row):
+                if isinstance(v, bytes | memoryview):
+                    blobs.append(bytes(v))
+                elif v is not None:
+                    texts.append(str(v))
+    return "\n".join(texts), blobs
+
+
+def _vector_text(blob: bytes) -> str:
+    """A float32 vector blob in pgvector's text form."""
+    return "[" + ",".join(repr(float(x)) for x in np.frombuffer(blob, dtype=np.float32)) + "]"
+
+
+def _indexed_vectors(con: Any, vectors: list[bytes]) -> int:
+    """How many of ``vectors`` the message KNN tables (one per model) hold."""
+    tables = [t for t in table_names(con) if t.startswith("vec_messages")]
+    assert tables
+    return sum(
+        int(
+            con.execute(
+                f"SELECT count(*) FROM {table} WHERE embedding = ?::vector", (_vector_text(v),)
+            ).fetchone()[0]
+        )
+        for table in tables
+        for v in vectors
+    )
+
+
+def _file_nodes(con: Any) -> dict[str, int]:
+    """Each table's data file (a rewrite gives a table a new one)."""
+    return {
+        t: int(con.execute("SELECT pg_relation_filenode(?::regclass)", (t,)).fetchone()[0])
+        for t in table_names(con)
+    }
+
+
+@pytest.mark.postgresql_only("erasure on PostgreSQL: the rows, then VACUUM (FULL)")
+async def test_forget_on_postgresql_leaves_nothing_in_any_table_and_rewrites_them(
+    make_memory: Any,
+) -> None:
+    """The rows go in the forget's transaction; the old row versions a
+    DELETE or UPDATE leaves in the table files go with the rewrite of every
+    table that follows (``VACUUM (FULL)``), run among writes and reads."""
+    mem = await make_memory()
+    target_ids = await _populate_rows(mem)
+    markers = [f"velvetquagga{i:04d}" for i in range(TARGET_MESSAGES)]
+    con = inspect_db(mem)
+    try:
+        vectors = _vector_blobs(mem, target_ids)
+        assert len(vectors) == TARGET_MESSAGES
+        text, blobs = _stored_cells(con)
+        assert all(m in text for m in markers) and TARGET_NAME in text
+        assert all(v in blobs for v in vectors)
+        assert _indexed_vectors(con, vectors) == TARGET_MESSAGES
+        files = _file_nodes(con)
+
+        async with _busy(mem) as seen:
+            report = await mem.forget(GUILD, ALICE)
+        ingested, reads = seen()
+        assert report.messages == TARGET_MESSAGES
+        assert ingested and reads
+        assert await mem.settle()
+        await mem.refresh_snapshot()
+
+        text, blobs = _stored_cells(con)
+        leaked = [m for m in markers if m in text]
+        assert not leaked, f"{len(leaked)} erased messages remain: {leaked[:5]}"
+        assert TARGET_NAME not in text and "pickled moonfern" not in text
+        assert not [v for v in vectors if v in blobs]
+        assert _indexed_vectors(con, vectors) == 0
+        # Every table was written anew from its live rows.
+        now = _file_nodes(con)
+        assert [t for t in files if now.get(t) == files[t]] == []
+    finally:
+        con.close()
+    await _still_works(mem, ingested)

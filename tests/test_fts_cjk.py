@@ -17,7 +17,7 @@ from memory.retrieval.query import fts_match_expression
 from memory.store import sqlite
 from memory.store.migrations import applied, migrate
 from memory.text import fts_index_text
-from tests.helpers import ALICE, BOB, GUILD, msg
+from tests.helpers import ALICE, BOB, GUILD, fts_condition, fts_terms, msg
 
 CAROL = "666666666666666666"
 
@@ -83,18 +83,19 @@ async def test_the_index_itself_matches_a_word_inside_a_sentence(make_memory: An
     mem = await make_memory(embeddings="none")
     await _ingest(mem)
 
-    def matches(con: Any, expr: str) -> list[str]:
+    def matches(con: Any, *words: str) -> list[str]:
+        match, expr = fts_condition(con, "messages_fts", words)
         return [
             r[0]
             for r in con.execute(
                 "SELECT m.content FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid "
-                "WHERE messages_fts MATCH ? ORDER BY bm25(messages_fts)",
+                f"WHERE {match} ORDER BY m.seq",
                 (expr,),
             )
         ]
 
-    assert await mem.db.read(matches, '"渋谷"') == [MESSAGES[0][1]]
-    assert await mem.db.read(matches, '"京都" AND "病院"') == [MESSAGES[1][1]]
+    assert await mem.db.read(matches, "渋谷") == [MESSAGES[0][1]]
+    assert await mem.db.read(matches, "京都", "病院") == [MESSAGES[1][1]]
     # An edited message is indexed again.
     (seq,) = await mem.db.read(
         lambda con: con.execute(
@@ -106,10 +107,11 @@ async def test_the_index_itself_matches_a_word_inside_a_sentence(make_memory: An
             "UPDATE messages SET content = ? WHERE seq = ?", ("来週は大阪で会いましょう", seq)
         )
     )
-    assert await mem.db.read(matches, '"大阪"') == ["来週は大阪で会いましょう"]
-    assert await mem.db.read(matches, '"再起"') == []
+    assert await mem.db.read(matches, "大阪") == ["来週は大阪で会いましょう"]
+    assert await mem.db.read(matches, "再起") == []
 
 
+@pytest.mark.sqlite_only("an upgrade of a SQLite file made before the bigram index")
 async def test_an_upgraded_database_indexes_its_existing_cjk_text(
     tmp_path: Path, make_memory: Any
 ) -> None:
@@ -144,11 +146,7 @@ async def test_deleted_and_forgotten_messages_leave_no_terms_in_the_index(
     ids = await _ingest(mem)
 
     def terms(con: Any) -> set[str]:
-        con.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_terms "
-            "USING fts5vocab(main, messages_fts, row)"
-        )
-        return {r[0] for r in con.execute("SELECT term FROM temp.fts_terms")}
+        return fts_terms(con, "messages_fts")
 
     before = await mem.db.write(terms)
     assert {"渋谷", "京都", "北京", "서울", "銀行"} <= before

@@ -20,7 +20,17 @@ from memory.clock import iso
 from memory.config import IngestConfig
 from memory.extract.llm import LLMExtractor
 from tests.fakeopenai import FakeOpenAI, Fault, echo_facts_reply
-from tests.helpers import ALICE, BOB, GUILD, ScriptedExtractor, echo_fact, eventually, msg
+from tests.helpers import (
+    ALICE,
+    BOB,
+    GUILD,
+    ScriptedExtractor,
+    echo_fact,
+    eventually,
+    inspect_db,
+    is_postgresql,
+    msg,
+)
 
 
 def _ingest_cfg(**kw: Any) -> IngestConfig:
@@ -200,9 +210,7 @@ async def test_a_row_with_an_unusable_timestamp_fails_alone(
                 ),
             )
 
-    from memory.store import sqlite
-
-    con = sqlite.connect(data / "guildlore.sqlite3")
+    con = inspect_db(mem.config, writable=True)
     con.execute("BEGIN")
     insert(con)
     con.execute("COMMIT")
@@ -230,6 +238,32 @@ async def test_a_row_with_an_unusable_timestamp_fails_alone(
     assert ext2.calls == [] and await _state(mem, bad.id) == "failed"
 
 
+def _create_poison_trigger(con: Any) -> None:
+    """A trigger that fails every insert of a fact containing "poison"."""
+    if is_postgresql(con):
+        con.execute(
+            "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "RAISE EXCEPTION 'poisoned fact'; END $$"
+        )
+        con.execute(
+            "CREATE TRIGGER poison BEFORE INSERT ON memory_facts FOR EACH ROW "
+            "WHEN (NEW.fact LIKE '%poison%') EXECUTE FUNCTION poison()"
+        )
+        return
+    con.execute(
+        "CREATE TRIGGER poison BEFORE INSERT ON memory_facts WHEN new.fact LIKE '%poison%' "
+        "BEGIN SELECT RAISE(ABORT, 'poisoned fact'); END"
+    )
+
+
+def _drop_poison_trigger(con: Any) -> None:
+    if is_postgresql(con):
+        con.execute("DROP TRIGGER poison ON memory_facts")
+        con.execute("DROP FUNCTION poison()")
+        return
+    con.execute("DROP TRIGGER poison")
+
+
 async def test_a_message_whose_write_fails_does_not_take_its_batch_down(
     make_memory: Any,
 ) -> None:
@@ -245,13 +279,8 @@ async def test_a_message_whose_write_fails_does_not_take_its_batch_down(
         embeddings="none",
         ingest=_ingest_cfg(workers=1, batch_size=8, batch_wait_s=0.05),
     )
-    # A real constraint failure for one message's fact, raised by SQLite.
-    await mem.db.write(
-        lambda con: con.execute(
-            "CREATE TRIGGER poison BEFORE INSERT ON memory_facts WHEN new.fact LIKE '%poison%' "
-            "BEGIN SELECT RAISE(ABORT, 'poisoned fact'); END"
-        )
-    )
+    # A real failure of one message's fact write, raised by the database.
+    await mem.db.write(_create_poison_trigger)
     texts = ["I grow basil on my window.", "I keep a poison dart frog.", "I sing in a choir."]
     outs = [
         await mem.ingest_message(msg(t, author=ALICE if i else BOB)) for i, t in enumerate(texts)
@@ -269,7 +298,7 @@ async def test_a_message_whose_write_fails_does_not_take_its_batch_down(
     assert any(outs[1].message_id in e.message for e in log)
 
     # The operator fixes the cause and retries it.
-    await mem.db.write(lambda con: con.execute("DROP TRIGGER poison"))
+    await mem.db.write(_drop_poison_trigger)
     assert await mem.inbox.retry_failed() == 1
     assert await eventually(lambda: _state_is(mem, outs[1].message_id, "done"))
     assert "Alice said I keep a poison dart frog." in await _facts(mem)

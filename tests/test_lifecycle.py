@@ -10,8 +10,17 @@ from typing import Any
 
 from memory.extract.base import ExtractionItem
 from memory.models import Candidate
-from memory.store import sqlite
-from tests.helpers import ALICE, BOB, GUILD, ScriptedExtractor, echo_fact, msg
+from tests.helpers import (
+    ALICE,
+    BOB,
+    GUILD,
+    ScriptedExtractor,
+    database_url,
+    echo_fact,
+    every_cell_text,
+    inspect_db,
+    msg,
+)
 
 SECRET = "zanzibarquokka"
 
@@ -19,25 +28,9 @@ SECRET = "zanzibarquokka"
 async def all_text(mem: Any) -> str:
     """Every text cell of every table (FTS shadow tables too), the journals and MEMORY.md."""
     await mem.refresh_snapshot()
-    con = sqlite.connect(mem.config.db_path, read_only=True)
-    parts: list[str] = []
+    con = inspect_db(mem)
     try:
-        tables = [
-            r[0]
-            for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            if not r[0].startswith("sqlite_")
-        ]
-        for t in tables:
-            try:
-                rows = con.execute(f'SELECT * FROM "{t}"').fetchall()
-            except sqlite.Error:
-                continue  # vec0 shadow tables that cannot be read whole
-            for row in rows:
-                for v in tuple(row):
-                    if isinstance(v, bytes):
-                        parts.append(v.decode("utf-8", "ignore"))
-                    elif v is not None:
-                        parts.append(str(v))
+        parts = every_cell_text(con)
     finally:
         con.close()
     files = [*mem.config.journal_dir.glob("*.md")]
@@ -54,7 +47,7 @@ def journal_text(mem: Any) -> str:
 
 
 def count(mem: Any, sql: str, *args: Any) -> int:
-    con = sqlite.connect(mem.config.db_path, read_only=True)
+    con = inspect_db(mem)
     try:
         return int(con.execute(sql, args).fetchone()[0])
     finally:
@@ -111,10 +104,12 @@ async def test_settled_delete_leaves_no_trace(make_memory: Any) -> None:
     for table in ("memory_traces", "message_vectors"):
         assert count(mem, f"SELECT count(*) FROM {table} WHERE guild_id = ?", GUILD) >= 0
     assert count(mem, "SELECT count(*) FROM memory_traces WHERE message_id = ?", m.id) == 0
-    # Nor in the raw bytes: the database file, its WAL, the journals, MEMORY.md.
+    # Nor in the raw bytes: the database file and its WAL (on SQLite), the
+    # journals, MEMORY.md.
     data_files = [p for p in mem.config.db_path.parent.rglob("*") if p.is_file()]
     journal_files = [p for p in mem.config.journal_dir.rglob("*") if p.is_file()]
-    assert any(p.name.endswith(".sqlite3") for p in data_files)
+    if database_url(mem) is None:
+        assert any(p.name.endswith(".sqlite3") for p in data_files)
     for path in data_files + journal_files:
         assert SECRET.encode() not in path.read_bytes(), path
 

@@ -11,11 +11,12 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memory.store import sqlite
-from tests.helpers import GUILD, ScriptedExtractor, echo_fact
+from memory.config import MemoryConfig
+from tests.helpers import GUILD, ScriptedExtractor, echo_fact, fts_count, inspect_db
 from tests.test_lifecycle import all_text, journal_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +38,7 @@ CHILD = textwrap.dedent(
     from tests.helpers import GUILD, ScriptedExtractor, echo_fact, msg
 
     async def main():
-        cfg = MemoryConfig.for_data_dir(Path(sys.argv[1]))
+        cfg = MemoryConfig.for_data_dir(Path(sys.argv[1]), database_url=sys.argv[5] or None)
         mem = await Memory.open(cfg, extractor=ScriptedExtractor(echo_fact))
         n, applied, received = int(sys.argv[2]), sys.argv[3].split(","), sys.argv[4].split(",")
         ids = [str(10**15 + i) for i in range(n)]
@@ -58,20 +59,29 @@ CHILD = textwrap.dedent(
 )
 
 
-def rows(db: Path, sql: str) -> list[Any]:
-    con = sqlite.connect(db, read_only=True)
+def rows(db: MemoryConfig, sql: str) -> list[Any]:
+    con = inspect_db(db)
     try:
         return [tuple(r) for r in con.execute(sql).fetchall()]
     finally:
         con.close()
 
 
+def fts_rows(db: MemoryConfig, word: str) -> int:
+    con = inspect_db(db)
+    try:
+        return fts_count(con, "messages_fts", word)
+    finally:
+        con.close()
+
+
 async def test_sigkill_between_receiving_a_delete_and_applying_it(
-    make_memory: Any, tmp_path: Path
+    make_memory: Any, tmp_path: Path, database_url_for: Callable[[Path], str | None]
 ) -> None:
     data = tmp_path / "d"
+    url = database_url_for(data)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    args = [",".join(str(i) for i in APPLIED), ",".join(str(i) for i in RECEIVED)]
+    args = [",".join(str(i) for i in APPLIED), ",".join(str(i) for i in RECEIVED), url or ""]
     # Blocking calls are fine here: nothing runs on the loop until the child is dead.
     proc = subprocess.Popen(  # noqa: ASYNC220
         [sys.executable, "-c", CHILD, str(data), str(N), *args],
@@ -92,7 +102,7 @@ async def test_sigkill_between_receiving_a_delete_and_applying_it(
     proc.wait(10)
     assert line == "received", proc.stderr.read() if proc.stderr else ""
 
-    db = data / "guildlore.sqlite3"
+    db = MemoryConfig.for_data_dir(data, database_url=url)
     # The kill came between the two halves: the delete is recorded, the
     # messages and what they hold up are still there.
     assert rows(db, "SELECT kind FROM lifecycle_events WHERE kind = 'delete'") == [("delete",)]
@@ -116,9 +126,8 @@ async def test_sigkill_between_receiving_a_delete_and_applying_it(
     assert rows(db, f"SELECT count(*) FROM message_vectors WHERE message_seq NOT IN ({seqs})") == [
         (0,)
     ]
-    fts = "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH '{}'"
-    assert rows(db, fts.format(secret(RECEIVED[0]))) == [(0,)]
-    assert rows(db, fts.format(secret(N - 1))) == [(1,)]
+    assert fts_rows(db, secret(RECEIVED[0])) == 0
+    assert fts_rows(db, secret(N - 1)) == 1
     assert journal_text(mem).count("[deleted]") == len(gone)
     # Exactly once: one retract per fact, and the action log counts each message once.
     retracts = rows(

@@ -20,6 +20,7 @@ def test_fresh_database_gets_every_migration(tmp_path: Path) -> None:
     assert applied(con) == [name for name, _ in MIGRATIONS]
 
 
+@pytest.mark.sqlite_only("an upgrade of a SQLite file from an older schema")
 async def test_upgrade_from_first_schema_keeps_data(tmp_path: Path, make_memory: Any) -> None:
     data = tmp_path / "d"
     data.mkdir()
@@ -56,6 +57,7 @@ def test_database_from_newer_version_is_refused(tmp_path: Path) -> None:
         migrate(con)
 
 
+@pytest.mark.sqlite_only("an upgrade of a SQLite file from an older schema")
 async def test_upgrade_to_message_retries_keeps_rows(tmp_path: Path, make_memory: Any) -> None:
     data = tmp_path / "d"
     data.mkdir()
@@ -93,6 +95,7 @@ async def _state_is(mem: Any, message_id: str, state: str) -> bool:
     return row is not None and row.state == state
 
 
+@pytest.mark.sqlite_only("an upgrade of a SQLite file from an older schema")
 async def test_upgrade_to_fact_time_backfills_from_source_messages(
     tmp_path: Path, make_memory: Any
 ) -> None:

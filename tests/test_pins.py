@@ -4,13 +4,12 @@ and the safety checks."""
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from memory.engine import Memory
 from memory.models import LORE_SUBJECT
 from memory.retrieval.scoring import DEFAULT_WEIGHTS, fuse, passes_gate, rank
-from tests.helpers import CHANNEL, GUILD, msg
+from tests.helpers import CHANNEL, GUILD, inspect_db, msg
 
 PIN = "Raid night is on Friday at 8pm in the main hall."
 
@@ -120,8 +119,8 @@ async def test_deleting_the_pinned_message_retracts_the_canon(make_memory: Any) 
     assert await mem.pins.pin(GUILD, CHANNEL, m.id, PIN) is not None
     await mem.delete_messages(GUILD, [m.id])
     assert await canon(mem, active=None) == []
-    con = sqlite3.connect(mem.config.db_path)
+    con = inspect_db(mem)
     try:
-        assert con.execute("SELECT count(*) FROM canon_pins").fetchone() == (0,)
+        assert tuple(con.execute("SELECT count(*) FROM canon_pins").fetchone()) == (0,)
     finally:
         con.close()

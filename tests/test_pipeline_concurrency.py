@@ -242,6 +242,7 @@ async def test_fast_path_and_item_transactions(tmp_path: Any) -> None:
         await db.write(lambda con: None)
 
 
+@pytest.mark.sqlite_only("the inline fast path of SQLite's single writer connection")
 async def test_the_acknowledgement_is_an_urgent_write(make_memory: Any) -> None:
     mem = await make_memory()
     before = mem.db.inline_writes

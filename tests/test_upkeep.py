@@ -10,7 +10,7 @@ from typing import Any
 
 from memory.engine import Memory
 from memory.models import Fact
-from tests.helpers import ALICE, BOB, GUILD, msg
+from tests.helpers import ALICE, BOB, GUILD, database_url, every_cell_text, inspect_db, msg
 from tests.test_decision import ingest
 
 T0 = "2026-11-22T12:00:00.000Z"  # the test clock's start
@@ -22,6 +22,14 @@ async def by_text(mem: Memory) -> dict[str, Fact]:
 
 
 def db_bytes(mem: Memory) -> bytes:
+    """What the database holds: on SQLite its file and WAL byte for byte, on
+    PostgreSQL every cell of every table."""
+    if database_url(mem):
+        con = inspect_db(mem)
+        try:
+            return "\n".join(every_cell_text(con)).encode()
+        finally:
+            con.close()
     path = mem.config.db_path
     files = [path, path.with_name(path.name + "-wal")]
     return b"".join(p.read_bytes() for p in files if p.exists())

@@ -5,6 +5,7 @@ retriever stops its KNN helper threads."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -119,6 +120,7 @@ async def test_engines_on_two_files_do_not_see_each_others_writes(
     assert one.retriever.index.get("facts", model, GUILD) is m1  # no reload either
 
 
+@pytest.mark.sqlite_only("another connection's commit seen through PRAGMA data_version")
 async def test_another_connections_commit_reloads_the_matrix(
     make_memory: Callable[..., Any],
 ) -> None:
@@ -149,6 +151,59 @@ async def test_another_connections_commit_reloads_the_matrix(
         assert patient.index.get("facts", model, GUILD) is before[patient]
     finally:
         await other.close()
+        await eager.close()
+        await patient.close()
+
+
+@pytest.mark.postgresql_only("another process's commit heard through LISTEN/NOTIFY")
+async def test_another_processs_commit_on_postgresql_reloads_the_matrix(
+    make_memory: Callable[..., Any],
+) -> None:
+    from memory.store import postgres
+    from memory.store.pg_database import CHANNEL
+
+    mem = await make_memory()
+    dims = await _dims(mem)
+    model = mem.embeddings.model_for_guild(GUILD)
+    await insert_facts(mem, GUILD, [(ALICE, "Alice keeps bees.", None)], vectors=_unit(1, dims, 1))
+    tuning = RetrievalTuning(vector_cache=VectorCacheConfig(external_reload_s=0.0))
+    eager = Retriever(mem.db, mem.embeddings, mem.config.retrieval, mem.clock, tuning=tuning)
+    patient = Retriever(mem.db, mem.embeddings, mem.config.retrieval, mem.clock)
+    # What another process's engine does: its own connection, one transaction
+    # that announces itself on the channel every engine listens to.
+    other = postgres.connect(mem.config.database_url)
+    try:
+        for r in (eager, patient):
+            await r.warm(GUILD)
+        before = {r: r.index.get("facts", model, GUILD) for r in (eager, patient)}
+        heard = mem.db.external_commits
+        # This engine's own commit, then the other's: notifications arrive in
+        # commit order, and only the other's is news.
+        await insert_facts(mem, GUILD, [(ALICE, "Alice bakes.", None)], vectors=_unit(1, dims, 3))
+        now = iso(mem.clock())
+
+        def commit_elsewhere() -> int:
+            other.execute("BEGIN")
+            added = _new_fact_with_vector(
+                other, model, dims, "Alice sails.", now, _unit(1, dims, 2)[0]
+            )
+            other.execute(f"NOTIFY {CHANNEL}, 'another-process'")
+            other.execute("COMMIT")
+            return added
+
+        added = await asyncio.to_thread(commit_elsewhere)
+        assert await eventually(lambda: mem.db.external_commits > heard)
+        assert mem.db.external_commits == heard + 1
+        for r in (eager, patient):
+            await r.search(GUILD, "who sails?")
+        # Reloaded (lazily: the search that noticed it started the load).
+        await eager.warm(GUILD)
+        after = eager.index.get("facts", model, GUILD)
+        assert after is not None and after is not before[eager] and after.has(added)
+        # The default waits before reloading: the matrix is kept for now.
+        assert patient.index.get("facts", model, GUILD) is before[patient]
+    finally:
+        other.close()
         await eager.close()
         await patient.close()
 

@@ -243,7 +243,9 @@ def search_facts_fts(
         f"SELECT {prefixed(FACT_COLUMNS, 'f')}, {q.rank} AS rank "
         f"FROM {q.source} JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
         f"WHERE {q.where} AND f.guild_id = ? AND f.is_active = 1{extra} "
-        "ORDER BY rank LIMIT ?",
+        # Equal ranks by id: the order FTS5's rowid scan gives them, explicit
+        # so that every backend returns the same facts at the limit.
+        "ORDER BY rank, f.id LIMIT ?",
         args,
     ).fetchall()
     return [(row_to_fact(r), float(r["rank"])) for r in rows]
