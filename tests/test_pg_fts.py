@@ -118,7 +118,7 @@ def test_the_fts_text_function_is_the_python_one_on_random_mixed_text(pg_conn: A
         "ひらがなカタカナｶﾀｶﾅ",
         "한국어텍스트",
         "ภาษาไทย",
-        "😀🎉👍",
+        "😀🎉👍🤔🤡🤞🏻🥰",
         " .,!?-_'\"\t\n",
         "ﬁ①㌔ｆｕｌ",
         "\u200b\u200d\ufe0f",
@@ -146,6 +146,8 @@ _TEXTS = [
     "한국어 텍스트 입니다",
     "Привет мир, Γειά σου κόσμε",
     "emoji 😀🎉 party",
+    # Newer than SQLite's Unicode 6.1 tables: words there, so words here too.
+    "I think 🤔 so 🤡, fingers crossed 🤞🏻 🥰",
     "ｆｕｌｌ ｗｉｄｔｈ ＡＢＣ",
 ]
 
@@ -233,7 +235,7 @@ def test_the_index_holds_the_words_sqlite_holds_for_random_mixed_script_text(
         "東京大阪京都北京会议",
         "ひらがなカタカナｶﾀｶﾅ",
         "한국어텍스트",
-        "😀🎉👍",
+        "😀🎉👍🤔🤡🤞🏻🥰",
         " .,!?-_'\"\t\n@/:",
         "ﬁ①㌔ｆｕｌ",
         "\u200b\u200d\ufe0f",
@@ -252,3 +254,14 @@ def test_the_index_holds_the_words_sqlite_holds_for_random_mixed_script_text(
     want = sorted(r[0] for r in sqlite_ref.execute("SELECT term FROM temp.vocab"))
     got = pg_conn.execute("SELECT word FROM ts_stat('SELECT tsv FROM messages_fts')").fetchall()
     assert sorted(r[0] for r in got) == want
+
+
+def test_every_row_is_as_long_as_in_sqlite(sqlite_ref: Any, pg_conn: Any) -> None:
+    """BM25 divides by a row's length in words: the same on both sides."""
+    pg.both(sqlite_ref, pg_conn, [pg.message_row(i + 1, f"m{i}", t) for i, t in enumerate(_TEXTS)])
+    sqlite_ref.execute(
+        "CREATE VIRTUAL TABLE temp.inst USING fts5vocab(main, messages_fts, instance)"
+    )
+    want = dict(sqlite_ref.execute("SELECT doc, count(*) FROM temp.inst GROUP BY doc").fetchall())
+    got = dict(pg_conn.execute("SELECT rowid, len FROM messages_fts WHERE len > 0").fetchall())
+    assert got == want

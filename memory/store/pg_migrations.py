@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory.errors import MigrationError
-from memory.store.pg_schema import p001_baseline, p002_bm25
+from memory.store.pg_schema import p001_baseline, p002_bm25, p004_token_chars
 from memory.store.schema import m018_job_leases
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,7 @@ PG_MIGRATIONS: list[Migration] = [
     ("p002_bm25", p002_bm25.apply),
     # SQLite's m018 is portable SQL: the same step on both.
     ("p003_job_leases", m018_job_leases.apply),
+    ("p004_token_chars", p004_token_chars.apply),
 ]
 
 # pg_advisory_xact_lock key held by every migration transaction ("guildlor").
