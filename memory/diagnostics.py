@@ -12,6 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from memory.config import LLMConfig
 from memory.embed.base import provider_default_model, resolve_embedding_model
@@ -114,18 +115,28 @@ class InboxStatus:
     facts_without_vector: int
 
 
-def inbox_status(path: Path, provider: str, default_model: str | None) -> InboxStatus | None:
-    """What is waiting or failed in the database at ``path`` (read-only); None when
-    there is no file yet or its tables do not exist. ``provider`` and
-    ``default_model``: the embedding settings, to count facts without a vector."""
-    if not path.exists():
+def inbox_status(
+    path: Path, provider: str, default_model: str | None, *, url: str | None = None
+) -> InboxStatus | None:
+    """What is waiting or failed in the database at ``path`` — or at the
+    PostgreSQL ``url`` — (read-only); None when there is no database yet or its
+    tables do not exist. ``provider`` and ``default_model``: the embedding
+    settings, to count facts without a vector."""
+    if url is None and not path.exists():
         return None
     model = None
     if provider != "none":
         model = resolve_embedding_model(None, default_model, provider_default_model(provider))
-    con = sqlite.connect(path, read_only=True)
+    if url is not None:
+        from memory.store import pg_migrations, postgres
+
+        con: Any = postgres.connect(url)
+        known = bool(pg_migrations.recorded(con.raw))
+    else:
+        con = sqlite.connect(path, read_only=True)
+        known = MIGRATIONS[0][0] in set(recorded(con))
     try:
-        if MIGRATIONS[0][0] not in set(recorded(con)):
+        if not known:
             return None
         try:
             states = messages.unfinished_counts(con)

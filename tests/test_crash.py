@@ -197,17 +197,16 @@ async def test_sigkill_mid_import_then_every_fact_gets_its_vector(
     copy_url = database_url_for(copy)
     if url and copy_url:
         _copy_database(url, copy_url)
-    else:
-        # The doctor counts facts without a vector in the SQLite file only.
-        doctor = await asyncio.create_subprocess_exec(
-            *[sys.executable, "-m", "bot", "doctor", "--offline", "--data-dir", str(data)],
-            env={**env, "GUILDLORE_EMBEDDING_PROVIDER": "openai"},
-            cwd=ROOT,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        report = (await asyncio.wait_for(doctor.communicate(), 120))[0].decode()
-        assert f"warn  fact vectors: {missing} active facts have no vector" in report, report
-        assert "guildlore reindex" in report
+    # The doctor counts facts without a vector, in the file or in PostgreSQL.
+    doctor = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "bot", "doctor", "--offline", "--data-dir", str(data)],
+        env={**env, "GUILDLORE_EMBEDDING_PROVIDER": "openai"},
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    report = (await asyncio.wait_for(doctor.communicate(), 120))[0].decode()
+    assert f"warn  fact vectors: {missing} active facts have no vector" in report, report
+    assert "guildlore reindex" in report
 
     fast, fake_url = await _fake_server()
     try:

@@ -206,11 +206,11 @@ def check_inbox(report: Report, settings: Any) -> None:
     """Messages whose processing failed, and facts without a vector."""
     from memory import inbox_status
 
-    if settings.database_url:
-        return  # the database check above reported what PostgreSQL holds
-
     status = inbox_status(
-        settings.resolved_db_path, settings.embedding_provider, settings.embedding_default_model
+        settings.resolved_db_path,
+        settings.embedding_provider,
+        settings.embedding_default_model,
+        url=settings.database_url,
     )
     if status is None:
         return
