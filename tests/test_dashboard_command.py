@@ -38,7 +38,11 @@ async def test_serves_the_database_and_follows_other_writers(
     await bot.settle()
     settings = load_settings(
         env={"GUILDLORE_EMBEDDING_PROVIDER": "none", "GUILDLORE_LLM_EXTRACTOR": "rules"},
-        overrides={"data_dir": data, "dashboard_port": 0},
+        overrides={
+            "data_dir": data,
+            "dashboard_port": 0,
+            "database_url": bot.config.database_url,  # None on SQLite: the file
+        },
     )
     stop = asyncio.Event()
     server = asyncio.create_task(serve(settings, stop))
