@@ -18,7 +18,7 @@ from typing import Any
 
 from memory.errors import MigrationError
 from memory.store.pg_schema import p001_baseline, p002_bm25
-from memory.store.schema import m018_job_leases
+from memory.store.schema import m018_job_leases, m019_journal_days
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,7 @@ PG_MIGRATIONS: list[Migration] = [
     ("p002_bm25", p002_bm25.apply),
     # SQLite's m018 is portable SQL: the same step on both.
     ("p003_job_leases", m018_job_leases.apply),
+    ("p004_journal_days", m019_journal_days.apply),
 ]
 
 # pg_advisory_xact_lock key held by every migration transaction ("guildlor").
