@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from memory.clock import iso
 from memory.errors import ExtractionError
@@ -106,3 +107,16 @@ def echo_fact(text: str, author: str) -> list[Candidate]:
     """One fact per message: '<author> said <text>.' — always grounded."""
     body = text.rstrip(".!?")
     return [Candidate(fact=f"{author} said {body}.", type="other", confidence=0.6, evidence=text)]
+
+
+async def journal_files(mem: Any) -> list[Path]:
+    """The journal's day files, newest first. Where the days are rendered from
+    the database (PostgreSQL), the lease holder's round writes them first."""
+    await mem.journals.publish()
+    files: list[Path] = mem.journal.daily_files()
+    return files
+
+
+async def journal_text(mem: Any) -> str:
+    """Every journal day file's text, oldest day first (see ``journal_files``)."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in reversed(await journal_files(mem)))

@@ -20,7 +20,16 @@ from memory.clock import iso
 from memory.config import IngestConfig
 from memory.extract.llm import LLMExtractor
 from tests.fakeopenai import FakeOpenAI, Fault, echo_facts_reply
-from tests.helpers import ALICE, BOB, GUILD, ScriptedExtractor, echo_fact, eventually, msg
+from tests.helpers import (
+    ALICE,
+    BOB,
+    GUILD,
+    ScriptedExtractor,
+    echo_fact,
+    eventually,
+    journal_files,
+    msg,
+)
 
 
 def _ingest_cfg(**kw: Any) -> IngestConfig:
@@ -78,7 +87,7 @@ async def test_failed_extraction_waits_for_a_retry_and_then_gets_its_facts(
     errors = await mem.admin.action_log(kind="memory_extract_error")
     assert errors and m.id in str(errors[0].detail)
     # The journal line is written once, whatever the extraction does.
-    assert "sailing boats" in mem.journal.daily_files()[0].read_text()
+    assert "sailing boats" in (await journal_files(mem))[0].read_text()
 
     # Nothing happens before the back-off has passed ...
     await asyncio.sleep(0.1)
@@ -88,7 +97,7 @@ async def test_failed_extraction_waits_for_a_retry_and_then_gets_its_facts(
     assert await eventually(lambda: _state_is(mem, m.id, "done"))
     assert await _facts(mem) == ["Alice said I restore old sailing boats in Kiel."]
     assert await mem.inbox.failures() == []
-    text = mem.journal.daily_files()[0].read_text()
+    text = (await journal_files(mem))[0].read_text()
     assert text.count("sailing boats") == 1
 
 
