@@ -22,7 +22,7 @@
   bounded run per guild (``Memory.consolidation``);
 * with the journal rendered from the database (several processes sharing
   PostgreSQL, ``Memory.journals``), the journal files every
-  ``JOURNAL_FILES_S`` (first at start): the days whose messages changed
+  ``JOURNAL_FILES_S``: the days whose messages changed
   since the last round, plus today, are rendered into the journal folder of
   the process holding the lease;
 * the daily journal roll-over check, just after midnight in the configured
@@ -116,7 +116,10 @@ class Jobs:
         if self.memory.journals.from_database:
             sched.add_job(
                 self._wrap("journal_files", self.journal_files, JOURNAL_FILES_S * LEASE_SLACK),
-                IntervalTrigger(seconds=JOURNAL_FILES_S, start_date=datetime.now(UTC)),
+                IntervalTrigger(
+                    seconds=JOURNAL_FILES_S,
+                    start_date=datetime.now(UTC) + timedelta(seconds=JOURNAL_FILES_S),
+                ),
                 id="journal_files",
                 name="journal files rendered from the database",
                 **common,

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from bot.jobs import Jobs
 from memory.roles.journals import JournalViews
 from memory.store import journal_days as store
+from tests.conftest import FakeClock
 from tests.helpers import ALICE, BOB, GUILD, OTHER_GUILD, msg
 
 BERLIN = "Europe/Berlin"
@@ -169,3 +171,50 @@ async def test_views_and_snapshot_need_no_files(make_memory: Any, tmp_path: Path
     assert "We meet at the harbour on Friday." in text
     assert "- 2024-01-10.md" in text and "- 2024-01-09.md" in text
     assert day_files(second) == {}
+
+
+async def test_the_journal_files_job_runs_where_days_are_rendered(
+    make_memory: Any, tmp_path: Path, clock: FakeClock, store_backend: str
+) -> None:
+    first = await make_memory(embeddings="none", clock=clock)
+    second = await make_memory(
+        embeddings="none",
+        clock=clock,
+        data_dir=tmp_path / "other",
+        database_url=first.config.database_url,
+    )
+    second.leases.holder = "other-host:1:0a0b0c0d"  # one process names its engines alike
+    await ingest_all(first, sample())
+    ja, jb = Jobs(first, reindex_interval_min=0), Jobs(second, reindex_interval_min=0)
+    ja.start()
+    jb.start()
+    try:
+        assert ja.scheduler is not None
+        scheduled = {j.id: j.func for j in ja.scheduler.get_jobs()}
+        if store_backend == "sqlite":
+            # One process appends its own files: nothing to render.
+            assert "journal_files" not in scheduled
+            return
+        assert jb.scheduler is not None
+        await scheduled["journal_files"]()
+        await {j.id: j.func for j in jb.scheduler.get_jobs()}["journal_files"]()
+        assert ja.runs["journal_files"] == 1 and "journal_files" not in jb.runs
+        assert sorted(day_files(first)) == ["2024-01-09", "2024-01-10"]
+        assert day_files(second) == {}
+    finally:
+        await ja.stop()
+        await jb.stop()
+
+
+@pytest.mark.postgresql_only
+async def test_a_failed_round_keeps_its_days_for_the_next(make_memory: Any) -> None:
+    mem = await make_memory()
+    await ingest_all(mem, sample())
+    # One day's file cannot be written: a folder stands in its place.
+    blocker = mem.config.journal_dir / "2024-01-10.md"
+    blocker.mkdir(parents=True)
+    with pytest.raises(OSError):
+        await mem.journals.publish()
+    blocker.rmdir()
+    await mem.journals.publish()
+    assert sorted(day_files(mem)) == ["2024-01-09", "2024-01-10"]
