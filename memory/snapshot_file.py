@@ -47,7 +47,9 @@ class SnapshotFile:
         ]
         lore_list = [GuildLore(gid, guilds.get(gid), fs) for gid, fs in lore.items()]
         now = self._clock()
-        journal = await self._journals.recent(max(cfg.highlight_files, cfg.source_files))
+        journal = await self._journals.recent(
+            cfg.highlight_files, max(cfg.highlight_files, cfg.source_files)
+        )
 
         def render_and_write() -> None:
             text = render_snapshot(person_list, lore_list, journal, cfg, now)

@@ -209,12 +209,34 @@ async def test_the_journal_files_job_runs_where_days_are_rendered(
 @pytest.mark.postgresql_only
 async def test_a_failed_round_keeps_its_days_for_the_next(make_memory: Any) -> None:
     mem = await make_memory()
-    await ingest_all(mem, sample())
-    # One day's file cannot be written: a folder stands in its place.
+    messages = sample()
+    await ingest_all(mem, messages)
+    await mem.journals.publish()
+    assert (await mem.edit_message(GUILD, messages[4].id, "We meet at the pier instead.")).applied
+    # The edited day's file cannot be written: a folder stands in its place.
     blocker = mem.config.journal_dir / "2024-01-10.md"
-    blocker.mkdir(parents=True)
+    blocker.unlink()
+    blocker.mkdir()
     with pytest.raises(OSError):
         await mem.journals.publish()
     blocker.rmdir()
     await mem.journals.publish()
-    assert sorted(day_files(mem)) == ["2024-01-09", "2024-01-10"]
+    assert "(edited) We meet at the pier instead." in day_files(mem)["2024-01-10"]
+
+
+@pytest.mark.postgresql_only
+async def test_a_new_lease_holder_writes_every_day_first(make_memory: Any, tmp_path: Path) -> None:
+    first = await make_memory(timezone=BERLIN)
+    await ingest_all(first, sample())
+    await first.journals.publish()  # takes every dirty mark
+    # The lease moves to a process on another host: its folder has none of
+    # the days, and a file of a day whose messages are gone.
+    second = await make_memory(
+        timezone=BERLIN, data_dir=tmp_path / "other", database_url=first.config.database_url
+    )
+    stale = second.config.journal_dir / "2023-12-31.md"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("# Daily Memory Log 2023-12-31\n- an erased line\n")
+    await second.journals.publish()
+    assert day_files(second) == day_files(first)
+    assert sorted(day_files(second)) == ["2024-01-09", "2024-01-10"]

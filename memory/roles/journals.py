@@ -76,6 +76,7 @@ class JournalViews:
         self._clock = clock
         self.from_database = is_postgres_url(config.database_url)
         self.published = 0  # day files written or removed by ``publish``
+        self._complete = False  # a round has written every day
 
     @property
     def appender(self) -> Journal | None:
@@ -139,29 +140,36 @@ class JournalViews:
             return None
         return self._journal.header(day) + "".join(f"{line}\n" for line in lines)
 
-    async def recent(self, n_days: int) -> Journal | RecentJournal:
+    async def recent(self, with_entries: int, n_days: int) -> Journal | RecentJournal:
         """What MEMORY.md reads its highlights and sources from: the files, or
-        the newest ``n_days`` days rendered from the database."""
+        the newest ``n_days`` days from the database, the newest
+        ``with_entries`` of them rendered (the others only named)."""
         if not self.from_database:
             return self._journal
         days: list[tuple[str, list[JournalEntry]]] = []
-        end: str | None = "9999"
-        while len(days) < n_days and end is not None:
+        end = "9999"  # after any ISO time
+        while len(days) < n_days:
             when = await self._db.read(store.last_before, end)
             if when is None:
                 break
             day = self.local_day(when)
-            entries = await self.entries_of_day(day)
-            if entries:
-                days.append((self._journal.path_for(day).name, entries))
             end = self.bounds(day)[0]
+            if len(days) >= with_entries:
+                days.append((self._journal.path_for(day).name, []))
+                continue
+            entries = await self.entries_of_day(day)
+            if entries:  # a day of messages that all clean to nothing has no file
+                days.append((self._journal.path_for(day).name, entries))
         return RecentJournal(days)
 
     # -- the files, written by the lease holder -------------------------------------------
     async def publish(self) -> int:
         """Write the rendered files of the days changed since the last round,
-        and today's; remove the file of a day left with no line. Returns the
-        files written or removed. The appended files need none of this: 0."""
+        and today's; remove the file of a day left with no line. A process's
+        first round writes every day and removes the files of days with no
+        message (it may have taken the lease over from a process on another
+        host, whose folder it does not have). Returns the files written or
+        removed. The appended files need none of this: 0."""
         if not self.from_database:
             return 0
         dirty = await self._db.write(store.take_dirty)
@@ -170,6 +178,13 @@ class JournalViews:
             days |= self.days_of_utc_date(utc_day)
         done = 0
         try:
+            if not self._complete:
+                stored = {date.fromisoformat(d.day) for d in await self.days()}
+                on_disk = {
+                    date.fromisoformat(p.stem)
+                    for p in await asyncio.to_thread(self._journal.daily_files)
+                }
+                days |= stored | on_disk
             for day in sorted(days):
                 text = await self.render_day(day)
                 await asyncio.to_thread(self._journal.write_day, day, text)
@@ -178,6 +193,7 @@ class JournalViews:
             # Marked again, so the next round renders them.
             await self._db.write(store.mark_dirty, dirty)
             raise
+        self._complete = True
         self.published += done
         if dirty:
             log.debug("journal files rendered for %d days", done)
