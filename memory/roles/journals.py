@@ -14,7 +14,9 @@ A rendered day has the same header and lines as the appended file for the
 same messages (a line per message in time order, edited ones marked
 ``(edited)``). Deleted messages and forgotten members' messages are gone from
 the database, so they are absent from a rendered day, not ``[deleted]`` or
-``[redacted]`` lines as in an appended file.
+``[redacted]`` lines as in an appended file; other members' messages are
+rendered as stored, so a forgotten member's id mentioned in them stays (an
+appended file scrubs it).
 """
 
 from __future__ import annotations
