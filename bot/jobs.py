@@ -20,6 +20,11 @@
   are deleted for good and the file rewritten (``Memory.upkeep``);
 * consolidation once a day (04:00 in the configured time zone): one
   bounded run per guild (``Memory.consolidation``);
+* with the journal rendered from the database (several processes sharing
+  PostgreSQL, ``Memory.journals``), the journal files every
+  ``JOURNAL_FILES_S``: the days whose messages changed
+  since the last round, plus today, are rendered into the journal folder of
+  the process holding the lease;
 * the daily journal roll-over check, just after midnight in the configured
   time zone: the journal folder must still be writable, and MEMORY.md is
   regenerated so its highlights and source list move to the new day.
@@ -28,7 +33,8 @@ Several processes may share one database, each holding some of Discord's
 shards (``memory.config.ownership``). The per-guild jobs (retention,
 episodes, consent expiry, upkeep, consolidation) then run only for the
 guilds this process owns. The others must run once across processes
-(MEMORY.md refresh, the journal roll-over, action-log pruning, re-index): each
+(MEMORY.md refresh, the journal files and roll-over, action-log pruning,
+re-index): each
 round first takes the job's lease in the database (``Memory.leases``),
 for a little longer than the job's interval, so the process that has it
 keeps it while it lives and another takes it over once it expires; a
@@ -63,6 +69,9 @@ log = logging.getLogger(__name__)
 # round renews it before it expires, another process's round skips.
 LEASE_SLACK = 1.5
 DAILY_LEASE_S = 3600.0  # the daily jobs: long enough to cover one run everywhere
+# How often the lease holder renders changed journal days into its files: an
+# erased message leaves them within this.
+JOURNAL_FILES_S = 60.0
 
 
 class Jobs:
@@ -104,6 +113,17 @@ class Jobs:
             name="MEMORY.md refresh",
             **common,
         )
+        if self.memory.journals.from_database:
+            sched.add_job(
+                self._wrap("journal_files", self.journal_files, JOURNAL_FILES_S * LEASE_SLACK),
+                IntervalTrigger(
+                    seconds=JOURNAL_FILES_S,
+                    start_date=datetime.now(UTC) + timedelta(seconds=JOURNAL_FILES_S),
+                ),
+                id="journal_files",
+                name="journal files rendered from the database",
+                **common,
+            )
         if self.reindex_interval_min > 0:
             sched.add_job(
                 self._wrap("reindex", self.reindex, self.reindex_interval_min * 60 * LEASE_SLACK),
@@ -261,6 +281,9 @@ class Jobs:
 
     async def memory_upkeep(self) -> None:
         await self.memory.upkeep.run_daily(self.owned)
+
+    async def journal_files(self) -> None:
+        await self.memory.journals.publish()
 
     async def journal_rollover(self) -> None:
         folder = self.memory.config.journal_dir

@@ -54,6 +54,7 @@ from memory.roles.consolidation import Consolidation
 from memory.roles.episodes import EpisodeOps
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
+from memory.roles.journals import JournalViews
 from memory.roles.leases import JobLeases
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
 from memory.roles.lore import LoreOps
@@ -94,6 +95,7 @@ class Memory:
         self.db = open_database(config)
         self.sessions = OperatorSessions(self.db)
         self.journal = Journal(config.journal_dir, config.timezone)
+        self.journals = JournalViews(self.db, self.journal, config, clock)
         self.extractor = extractor
         self.embeddings = EmbeddingService(
             self.db,
@@ -105,14 +107,14 @@ class Memory:
         )
         self.guilds = GuildOps(self.db, self.embeddings, clock, GuildSettingsCache(self.db))
         self._snapshot_file = SnapshotFile(
-            self.db, self.journal, config.snapshot, config.journal_dir / SNAPSHOT_NAME, clock
+            self.db, self.journals, config.snapshot, config.journal_dir / SNAPSHOT_NAME, clock
         )
         self.snapshot = SnapshotRefresher(self._snapshot_file.write, config.snapshot.debounce_s)
         self.compactor = ErasureCompactor(self.db, config.compaction_delay_s)
         gate = SensitiveGate(classifier_for(extractor))
         self.pipeline = BatchProcessor(
             db=self.db,
-            journal=self.journal,
+            journal=self.journals.appender,
             extractor=extractor,
             cfg=config.ingest,
             clock=clock,
@@ -490,10 +492,9 @@ class Memory:
 
     # -- journal ------------------------------------------------------------------------------------
     async def journal_days(self) -> list[JournalDay]:
-        """The daily journal files, newest first."""
-        return await asyncio.to_thread(self.journal.days)
+        """The daily journals (files, or rendered from the database), newest first."""
+        return await self.journals.days()
 
     async def journal_entries(self, day: str) -> list[JournalEntry] | None:
-        """The message lines of one day (``YYYY-MM-DD``; InvalidInput otherwise);
-        None when that day has no journal."""
-        return await asyncio.to_thread(self.journal.entries_of_day, day)
+        """The lines of one day (``YYYY-MM-DD``, else InvalidInput); None: it has none."""
+        return await self.journals.entries_of_day(day)

@@ -304,6 +304,17 @@ class Journal:
             f.write(prefix + line.text.encode("utf-8") + b"\n")
             f.flush()
 
+    def write_day(self, day: date, text: str | None) -> None:
+        """Replace one day's file with ``text`` atomically (None: remove it),
+        under the lock that appends and redactions hold."""
+        path = self.path_for(day)
+        with self._lock:
+            if text is not None:
+                atomic_write_bytes(path, text.encode("utf-8"))
+            elif path.exists():
+                path.unlink()
+                _fsync_dir(path.parent)
+
     @staticmethod
     def _contains(line: JournalLine) -> bool:
         try:

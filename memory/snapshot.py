@@ -2,7 +2,8 @@
 
 Runtime prompts never read this file (SQLite retrieval does that); it exists
 so people can see what the bot remembers. ``render_snapshot`` is a pure
-function of its inputs plus the journal files it reads, ``write_atomic``
+function of its inputs plus the journal files it reads (or the days rendered
+from the database it is given), ``write_atomic``
 publishes it, and ``SnapshotRefresher`` decides when to do both.
 """
 
@@ -76,6 +77,29 @@ class GuildLore:
     guild_id: str
     guild_name: str | None
     facts: Sequence[Fact]
+
+
+@dataclass(frozen=True)
+class RecentJournal:
+    """The newest journal days rendered from the database, newest first: each
+    day's file name and its entries (in place of reading the files)."""
+
+    days: Sequence[tuple[str, Sequence[JournalEntry]]]
+
+
+def _recent_entries(journal: Journal | RecentJournal, n_days: int) -> list[JournalEntry]:
+    if isinstance(journal, RecentJournal):
+        return [e for _, entries in journal.days[:n_days] for e in entries]
+    out: list[JournalEntry] = []
+    for path in journal.daily_files(newest_first=True)[:n_days]:
+        out.extend(journal.read_entries(path))
+    return out
+
+
+def _source_names(journal: Journal | RecentJournal, n_days: int) -> list[str]:
+    if isinstance(journal, RecentJournal):
+        return [name for name, _ in journal.days[:n_days]]
+    return [p.name for p in journal.daily_files(newest_first=True)[:n_days]]
 
 
 def md_inline(text: str, max_chars: int | None = None) -> str:
@@ -233,10 +257,8 @@ def _highlight_text(content: str) -> str | None:
     return text
 
 
-def _highlight_items(journal: Journal, cfg: SnapshotConfig) -> list[_Item]:
-    entries: list[JournalEntry] = []
-    for path in journal.daily_files(newest_first=True)[: cfg.highlight_files]:
-        entries.extend(journal.read_entries(path))
+def _highlight_items(journal: Journal | RecentJournal, cfg: SnapshotConfig) -> list[_Item]:
+    entries = _recent_entries(journal, cfg.highlight_files)
     # ISO UTC text sorts in time order; a stable sort keeps file order on ties.
     entries.sort(key=lambda e: e.time, reverse=True)
     per_author: dict[str, int] = {}
@@ -303,13 +325,14 @@ def _assemble(header: list[str], sections: Sequence[_Section], sources: list[str
 def render_snapshot(
     people: Sequence[PersonFacts],
     lore: Sequence[GuildLore],
-    journal: Journal,
+    journal: Journal | RecentJournal,
     cfg: SnapshotConfig,
     now: datetime,
 ) -> str:
     """The whole ``MEMORY.md`` text, never more than ``cfg.max_bytes`` UTF-8 bytes.
 
-    Reads the newest journal files, so run it off the event loop.
+    Reads the newest journal files (unless given days rendered from the
+    database), so run it off the event loop.
     """
     header = [TITLE, "", NOTICE, f"_Generated at {iso(now)}._"]
     sections = [
@@ -317,7 +340,7 @@ def render_snapshot(
         _Section(LORE_HEADING, NO_LORE, "lore facts", _lore_items(lore)),
         _Section(HIGHLIGHTS_HEADING, NO_HIGHLIGHTS, "highlights", _highlight_items(journal, cfg)),
     ]
-    sources = [f"- {p.name}" for p in journal.daily_files(newest_first=True)[: cfg.source_files]]
+    sources = [f"- {name}" for name in _source_names(journal, cfg.source_files)]
     sources = sources or [NO_SOURCES]
 
     text = _assemble(header, sections, sources)

@@ -10,8 +10,8 @@ from typing import Any
 
 from memory.clock import Clock
 from memory.config import SnapshotConfig
-from memory.journal import Journal
 from memory.models import EPISODE_SUBJECT, LORE_SUBJECT, Fact
+from memory.roles.journals import JournalViews
 from memory.snapshot import GuildLore, PersonFacts, render_snapshot, write_atomic
 from memory.store import facts as store
 from memory.store.db import Database
@@ -21,10 +21,10 @@ SNAPSHOT_NAME = "MEMORY.md"
 
 class SnapshotFile:
     def __init__(
-        self, db: Database, journal: Journal, cfg: SnapshotConfig, path: Path, clock: Clock
+        self, db: Database, journals: JournalViews, cfg: SnapshotConfig, path: Path, clock: Clock
     ) -> None:
         self._db = db
-        self._journal = journal
+        self._journals = journals
         self._cfg = cfg
         self._clock = clock
         self.path = path
@@ -47,9 +47,12 @@ class SnapshotFile:
         ]
         lore_list = [GuildLore(gid, guilds.get(gid), fs) for gid, fs in lore.items()]
         now = self._clock()
+        journal = await self._journals.recent(
+            cfg.highlight_files, max(cfg.highlight_files, cfg.source_files)
+        )
 
         def render_and_write() -> None:
-            text = render_snapshot(person_list, lore_list, self._journal, cfg, now)
+            text = render_snapshot(person_list, lore_list, journal, cfg, now)
             write_atomic(self.path, text)
 
         await asyncio.to_thread(render_and_write)

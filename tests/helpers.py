@@ -204,3 +204,16 @@ def fts_terms(con: Any, table: str) -> set[str]:
         f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_terms USING fts5vocab(main, {table}, row)"
     )
     return {str(r[0]) for r in con.execute(f"SELECT term FROM temp.{table}_terms")}
+
+
+async def journal_files(mem: Any) -> list[Path]:
+    """The journal's day files, newest first. Where the days are rendered from
+    the database (PostgreSQL), the lease holder's round writes them first."""
+    await mem.journals.publish()
+    files: list[Path] = mem.journal.daily_files()
+    return files
+
+
+async def journal_text(mem: Any) -> str:
+    """Every journal day file's text, oldest day first (see ``journal_files``)."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in reversed(await journal_files(mem)))

@@ -25,6 +25,7 @@ from bot.cogs.memory_commands import (
 )
 from memory.models import LORE_SUBJECT
 from tests.fakeopenai import FakeOpenAI
+from tests.helpers import journal_text
 from tests.test_bot import Harness, make_private, open_harness, reply_json
 
 
@@ -198,9 +199,7 @@ async def test_forget_me_leaves_nothing(harness: Harness) -> None:
     assert await h.memory.get_message(gid, str(trigger.id)) is None
     assert await h.memory.traces.for_message(gid, str(trigger.id)) == []
     assert await h.memory.search(gid, "hiking Alps", scope="all") == []
-    journal = "".join(
-        p.read_text() for p in h.memory.config.journal_dir.glob("*.md") if p.name != "MEMORY.md"
-    )
+    journal = await journal_text(h.memory)
     assert str(h.alice.id) not in journal and "hiking" not in journal
     assert "hiking" not in await h.memory.snapshot_markdown()
     # Bob is untouched.

@@ -126,7 +126,7 @@ async def web(browser: Any) -> AsyncIterator[Watched]:
 async def test_every_page_reads_well_and_is_captured(site: Site, web: Watched) -> None:
     page = web.page
     fid = await site.seeded.fact_id("nurse")
-    day = site.seeded.mem.journal.daily_files()[0].stem
+    day = (await site.seeded.mem.journal_days())[0].day
     tour = [
         ("01-overview", "/", "Overview"),
         ("02-guild-members", f"/guilds/{GUILD}", "Harbour Club"),
@@ -220,7 +220,7 @@ async def test_archive_fact_and_it_is_gone_from_search(site: Site, web: Watched)
 async def test_script_in_a_fact_is_rendered_inert(site: Site, web: Watched) -> None:
     page = web.page
     fid = await site.seeded.fact_id(SCRIPT)
-    day = site.seeded.mem.journal.daily_files()[0].stem
+    day = (await site.seeded.mem.journal_days())[0].day
     for path in (
         f"/guilds/{GUILD}/members/{BOB}",
         f"/facts?guildId={GUILD}",

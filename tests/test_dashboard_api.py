@@ -600,7 +600,7 @@ async def test_settings_form_with_csrf(client: Client, seeded: Seeded) -> None:
 
 async def test_every_page_renders(client: Client, seeded: Seeded) -> None:
     fid = await seeded.fact_id("nurse")
-    day = seeded.mem.journal.daily_files()[0].stem
+    day = (await seeded.mem.journal_days())[0].day
     pages = [
         "/",
         f"/guilds/{GUILD}",
@@ -662,7 +662,7 @@ async def test_script_text_is_escaped_everywhere(client: Client, seeded: Seeded)
         f"/facts/{fid}?guildId={GUILD}",
         f"/search?guildId={GUILD}&q=favourite+snippet",
         "/snapshot",
-        f"/journal/{seeded.mem.journal.daily_files()[0].stem}",
+        f"/journal/{(await seeded.mem.journal_days())[0].day}",
     ):
         html = await (await client.get(path)).text()
         assert "<script" not in html.lower(), path

@@ -9,7 +9,16 @@ from memory.clock import iso
 from memory.config import IngestConfig
 from memory.models import Candidate
 from memory.store import messages as store_messages
-from tests.helpers import ALICE, BOB, GUILD, ScriptedExtractor, echo_fact, eventually, msg
+from tests.helpers import (
+    ALICE,
+    BOB,
+    GUILD,
+    ScriptedExtractor,
+    echo_fact,
+    eventually,
+    journal_files,
+    msg,
+)
 
 
 class GatedExtractor(ScriptedExtractor):
@@ -41,7 +50,7 @@ async def test_message_becomes_fact_journal_and_snapshot(make_memory: Any) -> No
     facts = await _facts(mem)
     assert facts, "the rule extractor should find a durable fact"
     assert all(f.subject == ALICE and f.guild_id == GUILD for f in facts)
-    days = mem.journal.daily_files()
+    days = await journal_files(mem)
     assert len(days) == 1
     assert "I work as a nurse in Berlin" in days[0].read_text()
     md = await mem.refresh_snapshot()
@@ -238,7 +247,7 @@ async def test_extraction_failure_is_logged_and_the_message_kept_for_a_retry(
     assert row is not None and row.state == "retry"
     errors = await mem.admin.action_log(kind="memory_extract_error")
     assert errors and m.id in str(errors[0].detail)
-    assert "Lyon" in mem.journal.daily_files()[0].read_text()
+    assert "Lyon" in (await journal_files(mem))[0].read_text()
 
 
 async def test_archive_keeps_newest_80_per_subject(make_memory: Any, clock: Any) -> None:
@@ -346,7 +355,7 @@ async def test_nasty_content_never_crashes_and_loses_nothing(make_memory: Any) -
     assert {s for s, _ in states.values()} <= {"done", "skipped"}
     big = await mem.get_message(GUILD, outs[2].message_id)
     assert big is not None and len(big.content) == 2000
-    journal = mem.journal.daily_files()[0].read_text()
+    journal = (await journal_files(mem))[0].read_text()
     assert "\x00" not in journal and "\ud800" not in journal
     md = await mem.refresh_snapshot()
     assert md.startswith("# Durable Memory Snapshot")

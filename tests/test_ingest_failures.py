@@ -29,6 +29,7 @@ from tests.helpers import (
     eventually,
     inspect_db,
     is_postgresql,
+    journal_files,
     msg,
 )
 
@@ -88,7 +89,7 @@ async def test_failed_extraction_waits_for_a_retry_and_then_gets_its_facts(
     errors = await mem.admin.action_log(kind="memory_extract_error")
     assert errors and m.id in str(errors[0].detail)
     # The journal line is written once, whatever the extraction does.
-    assert "sailing boats" in mem.journal.daily_files()[0].read_text()
+    assert "sailing boats" in (await journal_files(mem))[0].read_text()
 
     # Nothing happens before the back-off has passed ...
     await asyncio.sleep(0.1)
@@ -98,7 +99,7 @@ async def test_failed_extraction_waits_for_a_retry_and_then_gets_its_facts(
     assert await eventually(lambda: _state_is(mem, m.id, "done"))
     assert await _facts(mem) == ["Alice said I restore old sailing boats in Kiel."]
     assert await mem.inbox.failures() == []
-    text = mem.journal.daily_files()[0].read_text()
+    text = (await journal_files(mem))[0].read_text()
     assert text.count("sailing boats") == 1
 
 

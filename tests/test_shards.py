@@ -164,6 +164,10 @@ async def world(
                 "GUILDLORE_VOICE_ENABLED": "false",
             }
             env.pop("GUILDLORE_CONFIG", None)
+            if "GUILDLORE_DATABASE_URL" in env:
+                # Processes on PostgreSQL may be on several hosts: no shared folder.
+                host = tmp_path / "hosts" / (name or args[0]).replace(" ", "_")
+                env["GUILDLORE_JOURNAL_DIR"] = str(host / "memory_journal")
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
@@ -230,6 +234,19 @@ async def search(base: str, guild: str, q: str) -> list[str]:
     return [json.dumps(hit).lower() for hit in body["results"]]
 
 
+async def journal_lines(base: str) -> list[str]:
+    """The dashboard's journal: the content of every line of its newest day."""
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base}journal", params={"format": "json"}) as r:
+            assert r.status == 200, await r.text()
+            files = (await r.json())["files"]
+        if not files:
+            return []
+        async with http.get(f"{base}journal/{files[0]['day']}", params={"format": "json"}) as r:
+            assert r.status == 200, await r.text()
+            return [e["content"] for e in (await r.json())["entries"]]
+
+
 async def test_two_shard_processes_and_a_dashboard_share_one_database(
     world: Any, checker: Memory
 ) -> None:
@@ -268,6 +285,10 @@ async def test_two_shard_processes_and_a_dashboard_share_one_database(
     assert any("kayak" in h for h in await search(base, GUILD_1, "kayak boathouse"))
     assert not any("kayak" in h for h in await search(base, GUILD_0, "kayak boathouse"))
     assert not any("bicycle" in h for h in await search(base, GUILD_1, "bicycle garage"))
+    # Its journal holds both processes' lines (on PostgreSQL, read from the
+    # database: the dashboard's host has no journal file of its own).
+    lines = await journal_lines(base)
+    assert any("bicycle" in c for c in lines) and any("kayak" in c for c in lines), lines
 
     # Shard 0's process dies with a message accepted (its inbox row written)
     # and its extraction still in flight.
@@ -303,6 +324,8 @@ async def test_two_shard_processes_and_a_dashboard_share_one_database(
     assert await facts_with(checker, GUILD_0, "bicycle") == []
     assert not any("bicycle" in h for h in await search(base, GUILD_0, "bicycle garage"))
     assert len(await facts_with(checker, GUILD_1, "kayak")) == 1
+    lines = await journal_lines(base)
+    assert not any("bicycle" in c for c in lines) and any("kayak" in c for c in lines), lines
 
     extraction.release.set()
     for p in (again, one, board):

@@ -82,7 +82,7 @@ class BatchProcessor:
         self,
         *,
         db: Database,
-        journal: Journal,
+        journal: Journal | None,
         extractor: Extractor | None,
         cfg: IngestConfig,
         clock: Clock,
@@ -205,7 +205,10 @@ class BatchProcessor:
     ) -> tuple[set[str], dict[str, Any] | None, dict[str, str]]:
         """Append the lines; the ids whose line is in the journal, the
         action-log row of a write failure, and why a message's line could not
-        even be made (its id → the reason)."""
+        even be made (its id → the reason). Without a journal (days rendered
+        from the database) nothing is appended."""
+        if self.journal is None:
+            return set(), None, {}
         done_before: set[str] = set()
         resumed = [p.job.msg.id for p in group if p.job.resumed]
         if resumed:
@@ -219,7 +222,7 @@ class BatchProcessor:
         ]
         if not todo:
             return done_before, None, {}
-        written, broken, exc = await asyncio.to_thread(self._append_lines, todo)
+        written, broken, exc = await asyncio.to_thread(self._append_lines, self.journal, todo)
         if exc is None:
             return done_before | set(written), None, broken
         # The file system failed, not the message: processing goes on without
@@ -229,8 +232,9 @@ class BatchProcessor:
         error = {"kind": "bot_error", "message": f"memory_daily_log_write: {exc}", "detail": None}
         return done_before | set(written), error, broken
 
+    @staticmethod
     def _append_lines(
-        self, todo: Sequence[tuple[Job, str]]
+        journal: Journal, todo: Sequence[tuple[Job, str]]
     ) -> tuple[list[str], dict[str, str], OSError | None]:
         """(ids written, broken id → reason, the file system error that stopped it)."""
         done: list[str] = []
@@ -244,9 +248,9 @@ class BatchProcessor:
                 if job.resumed:
                     # Accepted by an earlier run, which may have died between
                     # writing the line and recording it.
-                    self.journal.append_once(*line)
+                    journal.append_once(*line)
                 else:
-                    self.journal.append(*line)
+                    journal.append(*line)
             except OSError as exc:
                 return done, broken, exc
             except Exception as exc:  # this message's data: it fails alone

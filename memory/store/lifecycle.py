@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from memory.store.episode_sources import episode_ids, queue_rebuild
 from memory.store.facts import add_history
+from memory.store.journal_days import mark_dirty
 from memory.store.messages import erase_messages
 from memory.store.reply_context import erase_refs, fact_refs
 from memory.store.sql import chunks, marks
@@ -214,7 +215,8 @@ def edit_message(
     grounds (``grounded(fact, text)``) are retracted. None: not stored, or
     the text did not change."""
     row = con.execute(
-        "SELECT seq, content FROM messages WHERE guild_id = ? AND id = ?", (guild_id, message_id)
+        "SELECT seq, content, created_at FROM messages WHERE guild_id = ? AND id = ?",
+        (guild_id, message_id),
     ).fetchone()
     if row is None or row["content"] == content:
         return None
@@ -245,11 +247,13 @@ def edit_message(
     seq = int(row["seq"])
     delete_message_vectors_index(con, [seq])
     con.execute("DELETE FROM message_vectors WHERE message_seq = ?", (seq,))
+    # ``edited_at`` marks the journal line of an edited message "(edited)".
     con.execute(
-        "UPDATE messages SET content = ?, state = 'pending', state_reason = 'edited', "
-        "retry_at = NULL WHERE seq = ?",
-        (content, seq),
+        "UPDATE messages SET content = ?, edited_at = coalesce(edited_at, ?), state = 'pending', "
+        "state_reason = 'edited', retry_at = NULL WHERE seq = ?",
+        (content, now, seq),
     )
+    mark_dirty(con, [str(row["created_at"])])
     return StoredEdit(seq, str(row["content"]), retracted)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from memory.models import FailedMessage, IncomingMessage, StoredMessage
 from memory.store.fts import fts_query
+from memory.store.journal_days import mark_dirty, mark_dirty_where
 from memory.store.reply_context import erase_refs, message_refs
 from memory.store.sql import IN_CHUNK, chunks, dialect_of, marks, rows_in
 from memory.store.vectors import delete_message_vectors_index
@@ -77,6 +78,7 @@ def insert_messages(con: Any, msgs: Sequence[IncomingMessage], received_at: str)
             )
     if not rows:
         return out
+    mark_dirty(con, [r[6] for r in rows])
     if dialect_of(con) == "postgresql":
         _insert_rows_pg(con, rows, received_at)
         return out
@@ -458,6 +460,7 @@ def erase_messages(con: Any, guild_id: str, ids: Sequence[str], seqs: Sequence[i
             f"AND source_message_id IN ({held})",
             [guild_id, *chunk],
         )
+        mark_dirty_where(con, f"guild_id = ? AND id IN ({held})", [guild_id, *chunk])
         con.execute(
             f"DELETE FROM messages WHERE guild_id = ? AND id IN ({held})", [guild_id, *chunk]
         )

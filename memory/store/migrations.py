@@ -33,6 +33,7 @@ from memory.store.schema import (
     m016_relations_consolidation,
     m017_multilingual_fts,
     m018_job_leases,
+    m019_journal_days,
 )
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ MIGRATIONS: list[Migration] = [
     ("m016_relations_consolidation", m016_relations_consolidation.apply),
     ("m017_multilingual_fts", m017_multilingual_fts.apply),
     ("m018_job_leases", m018_job_leases.apply),
+    ("m019_journal_days", m019_journal_days.apply),
 ]
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from memory.errors import MigrationError
 from memory.store.pg_schema import p001_baseline, p002_bm25, p004_token_chars
-from memory.store.schema import m018_job_leases
+from memory.store.schema import m018_job_leases, m019_journal_days
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,7 @@ PG_MIGRATIONS: list[Migration] = [
     # SQLite's m018 is portable SQL: the same step on both.
     ("p003_job_leases", m018_job_leases.apply),
     ("p004_token_chars", p004_token_chars.apply),
+    ("p005_journal_days", m019_journal_days.apply),
 ]
 
 # pg_advisory_xact_lock key held by every migration transaction ("guildlor").

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.store.changes import SettingsChanged, record
+from memory.store.journal_days import mark_dirty_where
 from memory.store.sql import chunks, dialect_of
 from memory.store.vectors import delete_fact_vectors_index, delete_message_vectors_index
 
@@ -126,6 +127,7 @@ def purge_guild(con: Any, guild_id: str) -> dict[str, int]:
     seqs = [
         int(r[0]) for r in con.execute("SELECT seq FROM messages WHERE guild_id = ?", (guild_id,))
     ]
+    mark_dirty_where(con, "guild_id = ?", [guild_id])
     for chunk in chunks(fact_ids):
         delete_fact_vectors_index(con, chunk)
     for part in chunks(seqs):
