@@ -1,11 +1,10 @@
 """Processing one batch of queued messages, from cleaning to the snapshot refresh.
 
-clean → extract (one call per batch, with the guild's ``extract_model``) →
-guards → the write decision (with an LLM: one call per batch, see
-``memory.ingest.llm_decision``; else, and for whatever it leaves undecided,
-the offline rules) → journal lines and one short write transaction per
-message (decisions applied with history, archive beyond the limits, mark
-done) → schedule embeddings and a snapshot refresh.
+clean → extract (one call per batch, the guild's ``extract_model``) → guards
+→ the write decision (an LLM call per batch, ``memory.ingest.llm_decision``,
+else and for what it leaves undecided the offline rules) → journal lines and
+one short write transaction per message (decisions applied with history,
+archive beyond the limits, mark done) → embeddings and a snapshot refresh.
 
 A failed extraction call leaves its messages waiting for a retry
 (``memory.ingest.retry``); a message whose own data breaks its journal line
@@ -29,7 +28,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memory.clock import Clock, iso
+from memory.clock import Clock, iso, parse_iso
 from memory.config import IngestConfig
 from memory.embed.service import EmbeddingService
 from memory.errors import ExtractionError
@@ -72,8 +71,7 @@ class _Prepared:
     # The guild's ``sensitive_facts`` and the batch's sensitivity labels.
     sensitive: BatchLabels = field(default_factory=BatchLabels)
     guarded: FilterResult | None = None  # the candidates the guards let through
-    # The LLM's answer for each accepted candidate; None when no LLM
-    # decided the batch.
+    # The LLM's answer for each accepted candidate (None: no LLM decided).
     planned: tuple[Planned, ...] | None = None
 
 
@@ -203,12 +201,12 @@ class BatchProcessor:
     async def _journal(
         self, group: Sequence[_Prepared]
     ) -> tuple[set[str], dict[str, Any] | None, dict[str, str]]:
-        """Append the lines; the ids whose line is in the journal, the
-        action-log row of a write failure, and why a message's line could not
-        even be made (its id → the reason). Without a journal (days rendered
-        from the database) nothing is appended."""
+        """Append the lines; the ids whose line is in the journal, the action-log
+        row of a write failure, and why a message's line could not be made (id →
+        reason). Without a journal (days rendered from the database) nothing
+        is appended; a message no day can show fails alone all the same."""
         if self.journal is None:
-            return set(), None, {}
+            return set(), None, _unplaceable(group)
         done_before: set[str] = set()
         resumed = [p.job.msg.id for p in group if p.job.resumed]
         if resumed:
@@ -225,8 +223,7 @@ class BatchProcessor:
         written, broken, exc = await asyncio.to_thread(self._append_lines, self.journal, todo)
         if exc is None:
             return done_before | set(written), None, broken
-        # The file system failed, not the message: processing goes on without
-        # the line (SQLite holds the message).
+        # The file system failed, not the message: go on without the line.
         self.stats.journal_errors += 1
         log.error("journal write failed: %s", exc)
         error = {"kind": "bot_error", "message": f"memory_daily_log_write: {exc}", "detail": None}
@@ -489,3 +486,14 @@ class BatchProcessor:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _unplaceable(group: Sequence[_Prepared]) -> dict[str, str]:
+    """id → why, for the messages whose time is not one (no day can show them)."""
+    broken: dict[str, str] = {}
+    for p in group:
+        try:
+            parse_iso(p.job.msg.created_at)
+        except (ValueError, TypeError) as exc:
+            broken[p.job.msg.id] = f"journal line: {_describe(exc)}"
+    return broken

@@ -78,6 +78,7 @@ class JournalViews:
         self._clock = clock
         self.from_database = is_postgres_url(config.database_url)
         self.published = 0  # day files written or removed by ``publish``
+        self.skipped_times = 0  # stored message times that are not times, left out of the days
         self._complete = False  # a round has written every day
 
     @property
@@ -97,8 +98,12 @@ class JournalViews:
         return parse_iso(when).astimezone(self._zone).date()
 
     def days_of_utc_date(self, utc_day: str) -> set[date]:
-        """The local days a UTC date overlaps (one or two)."""
-        start = datetime.combine(date.fromisoformat(utc_day), time(0), UTC)
+        """The local days a UTC date overlaps (one or two; none for a stored
+        time that is not a date, which no day shows)."""
+        try:
+            start = datetime.combine(date.fromisoformat(utc_day), time(0), UTC)
+        except ValueError:
+            return set()
         last = start + timedelta(days=1) - timedelta(milliseconds=1)
         return {start.astimezone(self._zone).date(), last.astimezone(self._zone).date()}
 
@@ -115,7 +120,14 @@ class JournalViews:
         when = store.first_at_or_after(con, "")
         # One index seek per day rather than a scan of every message.
         while when is not None:
-            day = self.local_day(when)
+            try:
+                day = self.local_day(when)
+            except ValueError:
+                # A stored time that is not one (a row from an import that
+                # failed on it): no day shows it; go on after it.
+                self.skipped_times += 1
+                when = store.first_at_or_after(con, when + "\x00")
+                continue
             start, end = self.bounds(day)
             count, chars = store.range_size(con, start, end)
             header = len(self._journal.header(day).encode("utf-8"))
@@ -154,7 +166,12 @@ class JournalViews:
             when = await self._db.read(store.last_before, end)
             if when is None:
                 break
-            day = self.local_day(when)
+            try:
+                day = self.local_day(when)
+            except ValueError:  # not a time (see ``_days``): go on before it
+                self.skipped_times += 1
+                end = when
+                continue
             end = self.bounds(day)[0]
             if len(days) >= with_entries:
                 days.append((self._journal.path_for(day).name, []))
