@@ -17,7 +17,14 @@ from typing import Any
 
 from memory.config import MemoryConfig
 from memory.store import messages as store_messages
-from tests.helpers import GUILD, ScriptedExtractor, echo_fact, eventually, inspect_db
+from tests.helpers import (
+    GUILD,
+    ScriptedExtractor,
+    echo_fact,
+    eventually,
+    inspect_db,
+    journal_text,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,7 +89,7 @@ async def test_sigkill_mid_stream_loses_nothing_and_processes_once(
     assert set(states) == set(acked), "every acknowledged message is in `messages`"
     assert {s for s, _ in states.values()} == {"done"}
 
-    journal = "".join(p.read_text() for p in mem.journal.daily_files())
+    journal = await journal_text(mem)
     for mid in acked:
         n = int(mid) - 10**15
         assert journal.count(f"I keep note number {n:05d} in my garden shed") == 1, mid
@@ -193,6 +200,8 @@ async def test_sigkill_mid_import_then_every_fact_gets_its_vector(
         await slow.wait()
     active, missing = _facts_without_vector(db)
     assert active > 0 and missing > 0, "the kill must leave facts without vectors"
+    # On PostgreSQL the folder may hold nothing yet (no file is the database).
+    data.mkdir(parents=True, exist_ok=True)
     shutil.copytree(data, copy)
     copy_url = database_url_for(copy)
     if url and copy_url:

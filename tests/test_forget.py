@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.helpers import ALICE, BOB, GUILD, OTHER_GUILD, every_cell_text, inspect_db, msg
+from tests.helpers import (
+    ALICE,
+    BOB,
+    GUILD,
+    OTHER_GUILD,
+    every_cell_text,
+    inspect_db,
+    msg,
+)
 
 SECRET = "zanzibarquokka"
 
@@ -12,6 +20,7 @@ SECRET = "zanzibarquokka"
 async def _all_text(mem: Any) -> str:
     """Every text cell of every table (incl. FTS shadow tables) plus files on disk."""
     await mem.refresh_snapshot()
+    await mem.journals.publish()  # days rendered from the database: their files now
     con = inspect_db(mem)
     try:
         parts = every_cell_text(con)
