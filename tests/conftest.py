@@ -101,11 +101,12 @@ def database_url_for(
     from tests import pg
 
     server = request.getfixturevalue("pg_server")
+    template = request.getfixturevalue("pg_template")
     made: dict[Path, str] = {}
 
     def url_for(data_dir: Path) -> str:
         if data_dir not in made:
-            name = pg.create_database(server)
+            name = pg.create_database(server, f'TEMPLATE "{template}"')
             request.addfinalizer(lambda: pg.drop_database(server, name))
             made[data_dir] = pg.url(server, name)
         return made[data_dir]
@@ -193,6 +194,14 @@ def pg_server() -> Iterator[Any]:
     yield server
     pg.stop_server(server)
     pg.remove_data(base)
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server: Any) -> str:
+    """A migrated database the engine tests' databases are copied from."""
+    from tests import pg
+
+    return pg.migrated_template(pg_server)
 
 
 @pytest.fixture

@@ -109,3 +109,18 @@ def message_row(seq: int, mid: str, content: str) -> tuple[str, tuple[Any, ...]]
         "'text', 't0')",
         (seq, mid, content),
     )
+
+
+def migrated_template(server: Any) -> str:
+    """A database with guildlore's whole schema, made once per server, that
+    engine tests copy (``CREATE DATABASE … TEMPLATE``: a file copy, much
+    quicker than running every migration for each test). No one connects to
+    it afterwards: PostgreSQL copies only a template nobody is connected to."""
+    import psycopg
+
+    from memory.store import pg_migrations
+
+    name = create_database(server)
+    with psycopg.connect(url(server, name), autocommit=True) as conn:
+        pg_migrations.migrate(conn)
+    return name
