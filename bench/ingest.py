@@ -3,6 +3,7 @@ throughput with a slow LLM extractor.
 
     .venv/bin/python bench/ingest.py            # full run (~7 min, LLM decision included)
     .venv/bin/python bench/ingest.py --quick    # short smoke run
+    .venv/bin/python bench/ingest.py --part burst --backends sqlite,postgresql
 
 Part 1 — a burst of 5,000 messages (texts of the real export, ``--export``,
 default the one in tests/data), each submitted
@@ -34,6 +35,12 @@ All parts also sample the size of the database's ``-wal`` file every 10 ms
 and report its peak beside the database's size at the end: the WAL must stay
 bounded under sustained ingest (``memory.store.db``).
 
+``--backends sqlite,postgresql`` runs the chosen parts once per backend, each
+engine on a new database of a PostgreSQL started for the run (the pgserver
+wheel, ``bench/_pg.py``; no WAL file to sample there), prints them side by
+side and writes bench/results/ingest-backends.json with the ack p99 of every
+part per backend.
+
 Targets: ack p99 ≤ 5 ms; at 1 s LLM latency, 30 msg/s sustained for
 2 minutes with zero drops (with the LLM decision on too). Writes bench/results/ingest.json and prints tables.
 """
@@ -64,6 +71,7 @@ from bench._common import (
     print_table,
     write_json,
 )
+from bench._pg import database_url, parse_backends, postgres_if
 from bench._tidy_load import TIDY_BUDGETS, episode_loop, set_budgets, tidy_reply
 from memory.clock import iso, system_clock
 from memory.config import EmbeddingConfig, IngestConfig, MemoryConfig
@@ -152,10 +160,23 @@ def _message(i: int, author: str, text: str, channel: str) -> IncomingMessage:
     )
 
 
-async def burst(n: int, data_dir: Path, export: Path) -> dict[str, Any]:
+def _wal_sampler(cfg: MemoryConfig) -> WalSampler | None:
+    """A started sampler of the SQLite file's WAL; None on PostgreSQL."""
+    return WalSampler(cfg.db_path).start() if cfg.database_url is None else None
+
+
+def _wal_result(sampler: WalSampler | None) -> dict[str, float | None]:
+    if sampler is None:
+        return {"wal_peak_mib": None, "db_mib": None}
+    return dict(sampler.result())
+
+
+async def burst(
+    n: int, data_dir: Path, export: Path, database_url: str | None = None
+) -> dict[str, Any]:
     texts = cycle(export_texts(export))
-    cfg = MemoryConfig.for_data_dir(data_dir)
-    sampler = WalSampler(cfg.db_path).start()
+    cfg = MemoryConfig.for_data_dir(data_dir, database_url=database_url)
+    sampler = _wal_sampler(cfg)
     mem = await Memory.open(cfg, extractor=RuleExtractor())
     # Load the embedding model first: a bot loads it at start-up, not mid-burst.
     await mem.embeddings.warm_up(GUILD)
@@ -196,9 +217,11 @@ async def burst(n: int, data_dir: Path, export: Path) -> dict[str, Any]:
     done_s = time.perf_counter() - started
     counters_end = mem.admin.counters()
     cpu_s = time.process_time() - cpu0
-    sampler.stop()  # before close: its checkpoint truncates the WAL
+    if sampler is not None:
+        sampler.stop()  # before close: its checkpoint truncates the WAL
     await mem.close()
     return {
+        "backend": "sqlite" if database_url is None else "postgresql",
         "messages": n,
         "ack_ms": {
             "p50": percentile(acks, 50),
@@ -214,7 +237,7 @@ async def burst(n: int, data_dir: Path, export: Path) -> dict[str, Any]:
         "all_embedded_seconds": done_s if embed_ok else None,
         "facts_added": counters_end["facts_added"],
         "process_cpu_seconds": cpu_s,
-        **sampler.result(),
+        **_wal_result(sampler),
     }
 
 
@@ -227,6 +250,7 @@ async def sustained(
     *,
     llm_decision: bool = False,
     tidy: bool = False,
+    database_url: str | None = None,
 ) -> dict[str, Any]:
     texts = cycle(export_texts(export))
     handler = tidy_reply if tidy else echo_facts_reply
@@ -237,8 +261,9 @@ async def sustained(
             data_dir,
             embedding=EmbeddingConfig(provider="local"),
             ingest=IngestConfig(llm_decision=llm_decision),
+            database_url=database_url,
         )
-        sampler = WalSampler(cfg.db_path).start()
+        sampler = _wal_sampler(cfg)
         mem = await Memory.open(cfg, extractor=extractor)
         await mem.embeddings.warm_up(GUILD)
         if tidy:
@@ -296,11 +321,13 @@ async def sustained(
         )
         chat_calls = len(requests) - decision_calls
         max_in_flight = fake.max_in_flight
-        sampler.stop()
+        if sampler is not None:
+            sampler.stop()
         await mem.close()
         await client.close()
     steady = c_window["ingest_processed"] - (processed_at_warmup or 0)
     return {
+        "backend": "sqlite" if database_url is None else "postgresql",
         "llm_latency_ms": latency_s * 1000,
         "llm_decision": llm_decision,
         "episodes_and_budgets": tidy,
@@ -338,7 +365,7 @@ async def sustained(
             "p99": percentile(latencies, 99),
             "max": max(latencies) if latencies else None,
         },
-        **sampler.result(),
+        **_wal_result(sampler),
     }
 
 
@@ -353,6 +380,12 @@ async def main() -> int:
     )
     ap.add_argument("--seconds", type=float, default=120.0, help="length of the LLM-decision run")
     ap.add_argument("--export", type=Path, default=EXPORT, help="a DiscordChatExporter JSON file")
+    ap.add_argument(
+        "--backends",
+        type=parse_backends,
+        default=["sqlite"],
+        help="comma-separated: sqlite, postgresql (a pgserver PostgreSQL on a temporary dir)",
+    )
     args = ap.parse_args()
     # One warning per dropped message would flood the terminal; they are counted.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -363,43 +396,43 @@ async def main() -> int:
         args.burst = min(args.burst, 1000)
     load_before = loadavg()
     decision_seconds = 12.0 if args.quick else args.seconds
-    with tempfile.TemporaryDirectory() as tmp:
-        b = (
-            await burst(args.burst, Path(tmp) / "burst", args.export)
-            if args.part in ("all", "burst")
-            else None
-        )
-        runs = [
-            await sustained(lat, args.rate, secs, Path(tmp) / f"s{i}", args.export)
-            for i, (lat, secs) in enumerate(plan)
-            if args.part in ("all", "sustained")
-        ]
-        if args.part in ("all", "decision"):
-            runs.append(
-                await sustained(
-                    1.0,
-                    args.rate,
-                    decision_seconds,
-                    Path(tmp) / "decision",
-                    args.export,
-                    llm_decision=True,
+    bursts: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    versions: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as tmp, postgres_if(args.backends) as server:
+        if server is not None:
+            versions["postgresql"] = server.version()
+        for backend in args.backends:
+            here = Path(tmp) / backend
+
+            def url(backend: str = backend) -> str | None:
+                return database_url(backend, server)  # a new database per engine
+
+            if args.part in ("all", "burst"):
+                bursts.append(await burst(args.burst, here / "burst", args.export, url()))
+            if args.part in ("all", "sustained"):
+                for i, (lat, secs) in enumerate(plan):
+                    runs.append(
+                        await sustained(
+                            lat, args.rate, secs, here / f"s{i}", args.export, database_url=url()
+                        )
+                    )
+            if args.part in ("all", "decision", "tidy"):
+                runs.append(
+                    await sustained(
+                        1.0,
+                        args.rate,
+                        decision_seconds,
+                        here / args.part,
+                        args.export,
+                        llm_decision=True,
+                        tidy=args.part == "tidy",
+                        database_url=url(),
+                    )
                 )
-            )
-        if args.part == "tidy":
-            runs.append(
-                await sustained(
-                    1.0,
-                    args.rate,
-                    decision_seconds,
-                    Path(tmp) / "tidy",
-                    args.export,
-                    llm_decision=True,
-                    tidy=True,
-                )
-            )
     load_after = loadavg()
-    if b is not None:
-        _print_burst(b)
+    if bursts:
+        _print_burst(bursts)
     if runs:
         _print_sustained(runs, args.rate)
     if any(r["episodes_and_budgets"] for r in runs):
@@ -408,20 +441,42 @@ async def main() -> int:
         f"\nload average before {load_before}, after {load_after} "
         f"({len(os.sched_getaffinity(0))} cores)"
     )
-    payload = {
-        "burst": b,
+    payload: dict[str, Any] = {
+        "burst": bursts[0] if bursts else None,
         "sustained": runs,
         "load_average": {"before": load_before, "after": load_after},
     }
-    path = write_json("ingest", payload, args.json)
+    name = "ingest"
+    if args.backends != ["sqlite"]:
+        name = "ingest-backends"
+        payload = {
+            "backends": args.backends,
+            "server_versions": versions,
+            "ack_p99_ms": _ack_p99(bursts, runs),
+            **payload,
+            "burst": bursts,
+        }
+    path = write_json(name, payload, args.json)
     print(f"\nwrote {path}")
     return 0
 
 
-def _print_burst(b: dict[str, Any]) -> None:
-    print(f"\nBurst of {b['messages']} messages (offline stack)")
+def _ack_p99(bursts: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per backend: the burst's ack p99 and each sustained run's, side by side."""
+    out: dict[str, Any] = {}
+    for b in bursts:
+        out.setdefault(b["backend"], {})["burst"] = b["ack_ms"]["p99"]
+    for r in runs:
+        label = f"sustained {r['llm_latency_ms']:g} ms" + (" decision" if r["llm_decision"] else "")
+        out.setdefault(r["backend"], {})[label] = r["ack_ms"]["p99"]
+    return out
+
+
+def _print_burst(bursts: list[dict[str, Any]]) -> None:
+    print(f"\nBurst of {bursts[0]['messages']} messages (offline stack)")
     print_table(
         [
+            "backend",
             "ack p50 ms",
             "ack p99 ms",
             "ack max ms",
@@ -433,6 +488,7 @@ def _print_burst(b: dict[str, Any]) -> None:
         ],
         [
             [
+                b["backend"],
                 b["ack_ms"]["p50"],
                 b["ack_ms"]["p99"],
                 b["ack_ms"]["max"],
@@ -442,6 +498,7 @@ def _print_burst(b: dict[str, Any]) -> None:
                 b["wal_peak_mib"],
                 b["db_mib"],
             ]
+            for b in bursts
         ],
     )
 
@@ -479,6 +536,7 @@ def _print_sustained(runs: list[dict[str, Any]], rate: float) -> None:
     print(f"\nSustained {rate:g} msg/s with the LLM extractor (fake server)")
     print_table(
         [
+            "backend",
             "LLM latency ms",
             "LLM decision",
             "seconds",
@@ -499,6 +557,7 @@ def _print_sustained(runs: list[dict[str, Any]], rate: float) -> None:
         ],
         [
             [
+                r["backend"],
                 r["llm_latency_ms"],
                 "on" if r["llm_decision"] else "off",
                 r["seconds"],

@@ -3,6 +3,7 @@
     .venv/bin/python bench/search.py [--sizes 1000,10000,100000] [--other-guild-facts 10000]
                                      [--queries 200] [--rounds 2] [--pool 4000]
                                      [--message-sizes 10000,100000] [--data LONGMEMEVAL]
+                                     [--backends sqlite,postgresql]
 
 One on-disk database holds 10 guilds: the measured guild grows through the
 sizes (1k → 10k → 100k active facts), the 9 others hold ``--other-guild-facts``
@@ -51,6 +52,14 @@ messages, and LongMemEval's haystack turns with ``--data``), and
 Targets at 100k: facts search p50 ≤ 3× numpy p50, search p95 ≤ 50 ms;
 ``scope="all"`` p95 ≤ 50 ms at 100k messages.
 Writes bench/results/search.json.
+
+``--backends sqlite,postgresql`` runs all of the above once per backend, one
+after the other: the same corpus, written the same way, into a SQLite file
+and into a new database of a PostgreSQL started for the run (the pgserver
+wheel, ``bench/_pg.py``). On PostgreSQL the baselines (numpy, vec0, bare FTS)
+are not timed — they read the SQLite file. Prints the backends side by side
+and writes bench/results/search-backends.json (``bench._search_backends``).
+Target: PostgreSQL's search p95 ≤ 2× SQLite's at the largest size.
 """
 
 from __future__ import annotations
@@ -74,6 +83,8 @@ if str(ROOT) not in sys.path:  # run as a script: make the project importable
     sys.path.insert(0, str(ROOT))
 
 from bench._common import loadavg, percentile, print_table, write_json  # noqa: E402
+from bench._pg import PgServer, database_url, parse_backends, postgres_if  # noqa: E402
+from bench._search_backends import compare_backends  # noqa: E402
 from bench._search_corpus import (  # noqa: E402
     CHANNELS_PER_GUILD,
     GUILDS,
@@ -92,6 +103,7 @@ from bench._search_corpus import (  # noqa: E402
 from bench._search_messages import run_messages  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "search.json"
+BACKENDS_RESULTS = ROOT / "bench" / "results" / "search-backends.json"
 TARGET_AT = 100_000
 TARGET_RATIO = 3.0
 TARGET_P95_MS = 50.0
@@ -189,7 +201,7 @@ class Baselines:
 
 
 async def _measure(
-    mem: Any, qs: list[str], asker: list[tuple[str, str]], rounds: int, k: int
+    mem: Any, qs: list[str], asker: list[tuple[str, str]], rounds: int, k: int, baselines: bool
 ) -> dict[str, Any]:
     retriever = mem.retriever
     visible = {channel_id(0, c) for c in range(CHANNELS_PER_GUILD)}
@@ -211,7 +223,9 @@ async def _measure(
         found = await mem.embeddings.embed_query(TARGET_GUILD, p.content)  # cached: no model run
         assert found is not None and found[0] == model
         qvecs.append(found[1])
-    base = Baselines(mem.config.db_path, model, k)
+    # The baselines read the SQLite file: on PostgreSQL only the engine's own
+    # search and slice are timed.
+    base = Baselines(mem.config.db_path, model, k) if baselines else None
     search_ms: list[float] = []
     search_cpu: list[float] = []  # CPU of every thread of this process: load-independent
     slice_ms: list[float] = []
@@ -236,11 +250,13 @@ async def _measure(
             # The baselines get their own pass: OpenBLAS helper threads keep
             # spinning for a while after a product, and would eat the core the
             # next search needs.
-            for p, qv in zip(plans, qvecs, strict=True):
-                base.run(qv, p.fact_match)
+            if base is not None:
+                for p, qv in zip(plans, qvecs, strict=True):
+                    base.run(qv, p.fact_match)
             await asyncio.sleep(0.5)
     finally:
-        base.close()
+        if base is not None:
+            base.close()
     return {
         "search": _stats(search_ms),
         "slice": _stats(slice_ms),
@@ -252,11 +268,13 @@ async def _measure(
         "first_search_cold_ms": round(cold_ms, 1),
         "matrix_warm_ms": round(warm_ms, 1),
         "vector_cache": retriever.index.stats(),
-        **base.result(),
+        **(base.result() if base is not None else {}),
     }
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+async def run(
+    args: argparse.Namespace, backend: str = "sqlite", server: PgServer | None = None
+) -> dict[str, Any]:
     from memory.clock import iso, system_clock
     from memory.config import EmbeddingConfig, MemoryConfig
     from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
@@ -286,9 +304,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     data = Path(tempfile.mkdtemp(prefix="guildlore-bench-search-", dir=args.tmp))
     cfg = MemoryConfig.for_data_dir(data)
-    cfg = replace(cfg, embedding=EmbeddingConfig(provider="local"))
+    cfg = replace(
+        cfg,
+        embedding=EmbeddingConfig(provider="local"),
+        database_url=database_url(backend, server),
+    )
     k = cfg.retrieval.knn_candidates + RetrievalTuning().fact_overfetch
-    out: dict[str, Any] = {"sizes": {}, "knn_k": k}
+    out: dict[str, Any] = {"backend": backend, "sizes": {}, "knn_k": k}
     try:
         mem = await Memory.open(cfg, extractor=RuleExtractor(), embedder=emb)
         model = mem.embeddings.model_for_guild(TARGET_GUILD)
@@ -320,19 +342,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             written = size
             await _quiet(mem)
             try:
-                measured = await _measure(mem, qs, asker, args.rounds, k)
+                measured = await _measure(mem, qs, asker, args.rounds, k, backend == "sqlite")
             finally:
                 await mem.close()
             row = {"facts_in_guild": size, "insert_seconds": round(build_s, 1), **measured}
-            row["search_p50_over_numpy_p50"] = round(
-                row["search"]["p50_ms"] / row["numpy"]["p50_ms"], 2
-            )
+            if "numpy" in row:
+                row["search_p50_over_numpy_p50"] = round(
+                    row["search"]["p50_ms"] / row["numpy"]["p50_ms"], 2
+                )
             out["sizes"][str(size)] = row
             print(
-                f"{size:>7} facts: search p50 {row['search']['p50_ms']:.1f} ms "
+                f"{backend} {size:>7} facts: search p50 {row['search']['p50_ms']:.1f} ms "
                 f"p95 {row['search']['p95_ms']:.1f} | slice p50 {row['slice']['p50_ms']:.1f} "
-                f"| numpy {row['numpy']['p50_ms']:.2f} | vec0 {row['vec0']['p50_ms']:.1f} "
-                f"| fts {row['fts']['p50_ms'] if row['fts'] else float('nan'):.1f} "
+                f"{_baselines_line(row)}"
                 f"| search CPU p50 {row['search_process_cpu']['p50_ms']:.1f} "
                 f"| 1-min load {_first(row['loadavg_during'][0])} → "
                 f"{_first(row['loadavg_during'][1])}",
@@ -350,7 +372,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 args.queries,
                 args.rounds,
             )
-        out["db_bytes"] = _db_bytes(data)
+        out["db_bytes"] = (
+            _db_bytes(data)
+            if cfg.database_url is None or server is None
+            else server.database_bytes(cfg.database_url)
+        )
     finally:
         await emb.aclose()
         if args.keep:
@@ -364,6 +390,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     out["queries"] = {"distinct": len(qs), "rounds": args.rounds, "examples": qs[:8]}
     return out
+
+
+def _baselines_line(row: dict[str, Any]) -> str:
+    if "numpy" not in row:
+        return ""
+    fts = row["fts"]["p50_ms"] if row["fts"] else float("nan")
+    return (
+        f"| numpy {row['numpy']['p50_ms']:.2f} | vec0 {row['vec0']['p50_ms']:.1f} | fts {fts:.1f} "
+    )
 
 
 def _first(load: list[float] | None) -> float | None:
@@ -390,7 +425,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noise", type=float, default=0.02)
     parser.add_argument("--tmp", type=Path, default=None, help="where the database goes")
     parser.add_argument("--keep", action="store_true", help="keep the database")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--out", type=Path, default=None, help=f"default {RESULTS} ({BACKENDS_RESULTS} for both)"
+    )
+    parser.add_argument(
+        "--backends",
+        type=parse_backends,
+        default=["sqlite"],
+        help="comma-separated: sqlite, postgresql (a pgserver PostgreSQL on a temporary dir)",
+    )
     parser.add_argument(
         "--no-facts", action="store_true", help="skip the fact sizes (message search only)"
     )
@@ -414,6 +457,15 @@ def main(argv: list[str] | None = None) -> int:
 
     load_before = loadavg()
     started = time.perf_counter()
+    if args.backends != ["sqlite"]:
+        args.out = args.out or BACKENDS_RESULTS
+        results: dict[str, dict[str, Any]] = {}
+        with postgres_if(args.backends) as server:
+            versions = {"postgresql": server.version()} if server is not None else {}
+            for backend in args.backends:
+                results[backend] = asyncio.run(run(args, backend, server))
+        return compare_backends(args, results, load_before, started, versions)
+    args.out = args.out or RESULTS
     result = asyncio.run(run(args))
     largest = result["sizes"].get(str(max(args.sizes)))
     meets: bool | None = None  # the target is set at 100k facts only

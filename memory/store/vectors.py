@@ -49,6 +49,12 @@ def _model_row(con: Any, model: str) -> tuple[int, int] | None:
 def ensure_model(con: Any, model: str, dims: int, now: str) -> int:
     """Register a model and create its vec0 indexes; returns the model's number."""
     found = _model_row(con, model)
+    if found is None and dialect_of(con) == "postgresql":
+        # Another process may be registering the same model in a transaction
+        # of its own: wait for it (the lock is held to our commit), then look
+        # again, so the second process finds the row instead of colliding.
+        con.execute_native("LOCK TABLE embedding_models IN SHARE ROW EXCLUSIVE MODE")
+        found = _model_row(con, model)
     if found is not None:
         if found[1] != dims:
             raise ValueError(f"model {model!r} is registered with {found[1]} dims, not {dims}")
