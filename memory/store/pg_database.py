@@ -5,7 +5,10 @@ functions run one at a time as one transaction each on the writer thread —
 because the engine relies on it (a read-then-write in a store function sees
 no other write of this process in between). Across processes PostgreSQL's row
 locks and the ownership of guilds by shards keep writers apart: a guild's
-ingest runs in one process only.
+ingest runs in one process only. Urgent writes — the durable inbox's insert
+that an acknowledgement waits for, a Discord delete or edit recorded — have
+a connection of their own, so an acknowledgement never waits behind the
+pipeline's transactions (they insert rows nobody else writes).
 
 Reads run on a pool of reader threads, each with its own connection, in a
 ``REPEATABLE READ READ ONLY`` transaction: one consistent snapshot per read
@@ -49,7 +52,8 @@ T = TypeVar("T")
 
 CHANNEL = "guildlore_commit"
 MAX_NOTE = 7000  # bytes; PostgreSQL takes up to 8000 per notification
-LISTEN_POLL_S = 0.5  # how often the listener looks whether it should stop
+LISTEN_POLL_S = 0.5
+URGENT_ATTEMPTS = 3  # an urgent write a deadlock aborted is tried this often  # how often the listener looks whether it should stop
 
 
 def redact(url: str) -> str:
@@ -101,6 +105,10 @@ class PgDatabase(Database):
         self._writer: ThreadPoolExecutor | None = None
         self._reader_pool: ThreadPoolExecutor | None = None
         self._writer_con: postgres.PgConnection | None = None
+        # Urgent writes (an acknowledgement waits on them) have a connection
+        # and a thread of their own, so they never queue behind the pipeline.
+        self._urgent_pool: ThreadPoolExecutor | None = None
+        self._urgent_con: postgres.PgConnection | None = None
         self._identities: dict[str, str] = {}
         self._local = threading.local()
         self._reader_cons: list[postgres.PgConnection] = []
@@ -111,7 +119,7 @@ class PgDatabase(Database):
         self._stop_listening = threading.Event()
         self._stopping = False
         self.versions: dict[str, str] = {}
-        self.inline_writes = 0
+        self.inline_writes = 0  # urgent writes, on their own connection
         self.wal_restarts = 0
         self.wal_restarts_deferred = 0
         self.external_commits = 0
@@ -123,8 +131,13 @@ class PgDatabase(Database):
         self._reader_pool = ThreadPoolExecutor(
             max_workers=self._readers, thread_name_prefix="guildlore-pg-r"
         )
+        self._urgent_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="guildlore-pg-u")
         try:
             await self._on_writer(self._open_writer)
+            loop = asyncio.get_running_loop()
+            self._urgent_con = await loop.run_in_executor(
+                self._urgent_pool, postgres.connect, self.url, self._identities
+            )
         except BaseException:
             await self.close()
             raise
@@ -167,6 +180,12 @@ class PgDatabase(Database):
                     with contextlib.suppress(Exception):
                         con.close()
                 self._reader_cons.clear()
+        if self._urgent_pool is not None:
+            urgent, self._urgent_pool = self._urgent_pool, None
+            urgent_con, self._urgent_con = self._urgent_con, None
+            if urgent_con is not None:
+                await asyncio.get_running_loop().run_in_executor(urgent, urgent_con.close)
+            await asyncio.to_thread(urgent.shutdown, True)
         if self._writer is not None:
             writer, self._writer = self._writer, None
             writer_con, self._writer_con = self._writer_con, None
@@ -209,9 +228,29 @@ class PgDatabase(Database):
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn)
 
     async def write(self, fn: Callable[..., T], *args: Any, urgent: bool = False) -> T:
-        """Run ``fn(con, *args)`` as one transaction on the writer connection.
-        ``urgent`` changes nothing here: the writer queue is the only path."""
-        return await self._on_writer(lambda: self._transaction(fn, args))
+        """Run ``fn(con, *args)`` as one transaction on the writer connection;
+        ``urgent`` (the durable inbox, a Discord delete or edit received): on
+        the urgent connection instead, beside whatever the writer is doing.
+        Urgent writes are inserts of their own rows; a deadlock with the
+        writer (PostgreSQL picks one transaction to abort) is tried again."""
+        if not urgent:
+            return await self._on_writer(lambda: self._transaction(fn, args))
+        if self._urgent_pool is None:
+            raise StorageError("database is closed")
+        self.inline_writes += 1
+        return await asyncio.get_running_loop().run_in_executor(
+            self._urgent_pool, self._urgent_transaction, fn, args
+        )
+
+    def _urgent_transaction(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        for attempt in range(URGENT_ATTEMPTS):
+            try:
+                return self._transaction(fn, args, self._urgent_con)
+            except sqlite.OperationalError as exc:
+                if "deadlock detected" not in str(exc) or attempt == URGENT_ATTEMPTS - 1:
+                    raise
+                log.warning("urgent write chosen as a deadlock's victim; trying again")
+        raise AssertionError("unreachable")
 
     async def write_each(self, fn: Callable[..., T], items: Sequence[Any], *args: Any) -> list[T]:
         """``fn(con, item, *args)`` for each item, one transaction per item."""
@@ -221,8 +260,10 @@ class PgDatabase(Database):
 
         return await self._on_writer(run)
 
-    def _transaction(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        con = self._writer_con
+    def _transaction(
+        self, fn: Callable[..., T], args: tuple[Any, ...], con: postgres.PgConnection | None = None
+    ) -> T:
+        con = con or self._writer_con
         if con is None:
             raise StorageError("database is closed")
         con.execute("BEGIN")
