@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +100,35 @@ class Bm25:
         return sql, params
 
 
+class _Counts:
+    """How many rows match a phrase, kept while the table's totals (rows and
+    tokens) are what they were when it was counted: counting a common word's
+    rows is the costly part of a search, and the totals move with nearly any
+    write, which then counts again."""
+
+    SIZE = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[str, str, str, int, int], int] = OrderedDict()
+
+    def get(self, key: tuple[str, str, str, int, int]) -> int | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, str, str, int, int], hits: int) -> None:
+        with self._lock:
+            self._items[key] = hits
+            while len(self._items) > self.SIZE:
+                self._items.popitem(last=False)
+
+
+_PHRASE_ROWS = _Counts()
+
+
 def bm25(con: Any, table: str, match: str) -> Bm25 | None:
     """The BM25 inputs for ``match`` against ``table`` (None: no word)."""
     wanted = phrases(match)
@@ -113,11 +144,15 @@ def bm25(con: Any, table: str, match: str) -> Bm25 | None:
     for term, prefix in wanted:
         expr = '"' + term.replace('"', '""') + '"' + ("*" if prefix else "")
         # The phrase's rows, as FTS5 counts them: every row of the table.
-        hits = int(
-            con.execute(
-                f"SELECT count(*) FROM {table} WHERE tsv @@ guildlore_fts_match(?)", (expr,)
-            ).fetchone()[0]
-        )
+        key = (con.database, table, expr, n_rows, int(tokens))
+        hits = _PHRASE_ROWS.get(key)
+        if hits is None:
+            hits = int(
+                con.execute(
+                    f"SELECT count(*) FROM {table} WHERE tsv @@ guildlore_fts_match(?)", (expr,)
+                ).fetchone()[0]
+            )
+            _PHRASE_ROWS.put(key, hits)
         idf = math.log((n_rows - hits + 0.5) / (hits + 0.5)) if n_rows else 0.0
         # Its words as the index holds them (case, diacritics).
         lexemes = con.execute(

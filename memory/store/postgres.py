@@ -226,6 +226,12 @@ class PgConnection:
         self.changes: list[Any] | None = None
 
     @property
+    def database(self) -> str:
+        """Which database this is (server and name): a key for caches of its data."""
+        info = self.raw.info
+        return f"{info.host}:{info.port}/{info.dbname}"
+
+    @property
     def in_transaction(self) -> bool:
         return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
