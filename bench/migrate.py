@@ -48,7 +48,9 @@ QUERIES = (
 )
 
 
-async def _searches(cfg: Any, embedder: Any, guild: str) -> list[list[tuple[str, str]]]:
+async def searches(cfg: Any, embedder: Any, guild: str) -> list[list[tuple[str, str]]]:
+    """Every query of ``QUERIES`` on facts and on messages: (kind, id) of each
+    hit, best first, no relevance gate (so the rankings themselves compare)."""
     from memory import Memory
     from memory.extract.rules.extractor import RuleExtractor
 
@@ -103,9 +105,9 @@ def main() -> int:
         guild = json.loads(args.export.read_text(encoding="utf-8"))["guild"]["id"]
         embedder = LocalMiniLMEmbedder()
         embedder.load()
-        on_sqlite = asyncio.run(_searches(MemoryConfig.for_data_dir(data), embedder, guild))
+        on_sqlite = asyncio.run(searches(MemoryConfig.for_data_dir(data), embedder, guild))
         on_pg = asyncio.run(
-            _searches(MemoryConfig.for_data_dir(work / "pgdata", database_url=url), embedder, guild)
+            searches(MemoryConfig.for_data_dir(work / "pgdata", database_url=url), embedder, guild)
         )
         same = sum(a == b for a, b in zip(on_sqlite, on_pg, strict=True))
         same_top = sum(a[:1] == b[:1] for a, b in zip(on_sqlite, on_pg, strict=True))

@@ -12,22 +12,11 @@ from typing import Any
 
 import pytest
 
+from bench.migrate import searches
 from bot.cli import main as cli_main
 from memory.config import MemoryConfig
-from memory.engine import Memory
 from memory.store import postgres, sqlite
 from tests.helpers import REAL_EXPORT
-
-QUERIES = (
-    "papyrus scrolls from Herculaneum",
-    "ink detection model",
-    "who is working on segmentation",
-    "the prize for reading the first words",
-    "CT scan resolution",
-    "Philodemus",
-    "volunteer annotation",
-    "carbonized",
-)
 
 
 def _slice(tmp: Path, n: int) -> Path:
@@ -62,21 +51,6 @@ def _counts_pg(url: str, tables: list[str]) -> dict[str, int]:
         raw.close()
 
 
-async def _searches(cfg: MemoryConfig, embedder: Any, guild: str) -> list[list[Any]]:
-    from memory.extract.rules.extractor import RuleExtractor
-
-    mem = await Memory.open(cfg, extractor=RuleExtractor(), embedder=embedder)
-    try:
-        out = []
-        for q in QUERIES:
-            for scope in ("facts", "messages"):
-                hits = await mem.search(guild, q, scope=scope, gate=False, limit=10)
-                out.append([(h.kind, h.id) for h in hits])
-        return out
-    finally:
-        await mem.close()
-
-
 @pytest.mark.timeout(900)
 async def test_round_trip_of_the_real_export(
     tmp_path: Path, pg_url: str, local_embedder: Any
@@ -106,8 +80,8 @@ async def test_round_trip_of_the_real_export(
     assert knn_messages == source["message_vectors"]
 
     guild = json.loads(REAL_EXPORT.read_text(encoding="utf-8"))["guild"]["id"]
-    on_sqlite = await _searches(MemoryConfig.for_data_dir(data), local_embedder, guild)
-    on_pg = await _searches(
+    on_sqlite = await searches(MemoryConfig.for_data_dir(data), local_embedder, guild)
+    on_pg = await searches(
         MemoryConfig.for_data_dir(tmp_path / "pgdata", database_url=pg_url), local_embedder, guild
     )
     assert any(on_sqlite), "the sample searches found nothing: the test would prove nothing"

@@ -161,16 +161,7 @@ def check_postgres(report: Report, settings: Any) -> None:
     summary = f"PostgreSQL {status.server_text} at {where}, pgvector " + (
         status.vector_version or "available"
     )
-    if status.messages is not None:
-        summary += f": {status.messages} messages, {status.facts} facts"
-    if status.pending:
-        report.add(
-            "info",
-            "database",
-            f"{summary}; {len(status.pending)} migration(s) will be applied at next start",
-        )
-    else:
-        report.add("ok", "database", f"{summary}; schema up to date")
+    _schema_state(report, summary, status)
 
 
 def check_database(report: Report, settings: Any) -> None:
@@ -184,7 +175,12 @@ def check_database(report: Report, settings: Any) -> None:
     if status is None:
         report.add("info", "database", f"{db} does not exist yet (created on first use)")
         return
-    summary = f"{db} ({status.size_bytes / 1e6:.1f} MB)"
+    _schema_state(report, f"{db} ({status.size_bytes / 1e6:.1f} MB)", status)
+
+
+def _schema_state(report: Report, summary: str, status: Any) -> None:
+    """One database line: what it holds and whether its schema is current
+    (a SQLite ``DatabaseStatus`` or a ``PostgresStatus``)."""
     if status.messages is not None:
         summary += f": {status.messages} messages, {status.facts} facts"
     if status.pending:
