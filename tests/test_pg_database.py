@@ -55,3 +55,37 @@ async def test_a_setting_written_by_another_process_applies_here(
     await _until(seen)
     assert here.db.external_commits >= 1
     assert await here.guilds.settings(OTHER) == untouched
+
+
+async def test_urgent_writes_commit_in_groups_and_fail_alone(pg_url: str) -> None:
+    """A burst of acknowledged writes: committed together, each with its own
+    result; one that fails takes none of the others with it."""
+    from memory.store.pg_database import PgDatabase
+
+    db = PgDatabase(pg_url)
+    await db.open()
+    try:
+
+        def lease(con: Any, name: str) -> str:
+            if name == "bad-7":
+                raise ValueError("this one's own data")
+            con.execute(
+                "INSERT INTO job_leases (name, holder, expires_at) VALUES (?, 'me', 't')", (name,)
+            )
+            return name
+
+        names = [f"bad-{i}" for i in range(60)]
+        results = await asyncio.gather(
+            *(db.write(lease, n, urgent=True) for n in names), return_exceptions=True
+        )
+        assert [r for r in results if isinstance(r, BaseException)] == [results[7]]
+        assert isinstance(results[7], ValueError)
+        assert [r for r in results if isinstance(r, str)] == [n for n in names if n != "bad-7"]
+        stored = await db.read(
+            lambda con: sorted(r[0] for r in con.execute("SELECT name FROM job_leases"))
+        )
+        assert stored == sorted(n for n in names if n != "bad-7")
+        urgent = db.urgent_writer
+        assert urgent is not None and urgent.writes == 60 and urgent.groups < 60
+    finally:
+        await db.close()

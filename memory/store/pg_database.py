@@ -45,6 +45,7 @@ from memory.store import postgres, sqlite
 from memory.store.changes import ExternalCommit, SettingsChanged, VectorsPut, VectorsRemoved
 from memory.store.db import Database
 from memory.store.pg_migrations import migrate
+from memory.store.pg_urgent import UrgentWriter
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,7 @@ T = TypeVar("T")
 
 CHANNEL = "guildlore_commit"
 MAX_NOTE = 7000  # bytes; PostgreSQL takes up to 8000 per notification
-LISTEN_POLL_S = 0.5
-URGENT_ATTEMPTS = 3  # an urgent write a deadlock aborted is tried this often  # how often the listener looks whether it should stop
+LISTEN_POLL_S = 0.5  # how often the listener looks whether it should stop
 
 
 def redact(url: str) -> str:
@@ -105,10 +105,8 @@ class PgDatabase(Database):
         self._writer: ThreadPoolExecutor | None = None
         self._reader_pool: ThreadPoolExecutor | None = None
         self._writer_con: postgres.PgConnection | None = None
-        # Urgent writes (an acknowledgement waits on them) have a connection
-        # and a thread of their own, so they never queue behind the pipeline.
-        self._urgent_pool: ThreadPoolExecutor | None = None
-        self._urgent_con: postgres.PgConnection | None = None
+        # Urgent writes (an acknowledgement waits on them): memory.store.pg_urgent.
+        self._urgent_writer: UrgentWriter | None = None
         self._identities: dict[str, str] = {}
         self._local = threading.local()
         self._reader_cons: list[postgres.PgConnection] = []
@@ -131,13 +129,11 @@ class PgDatabase(Database):
         self._reader_pool = ThreadPoolExecutor(
             max_workers=self._readers, thread_name_prefix="guildlore-pg-r"
         )
-        self._urgent_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="guildlore-pg-u")
         try:
             await self._on_writer(self._open_writer)
-            loop = asyncio.get_running_loop()
-            self._urgent_con = await loop.run_in_executor(
-                self._urgent_pool, postgres.connect, self.url, self._identities
-            )
+            urgent = UrgentWriter(self.url, self._identities, self._notify, self._publish)
+            await asyncio.to_thread(urgent.start)
+            self._urgent_writer = urgent
         except BaseException:
             await self.close()
             raise
@@ -180,18 +176,19 @@ class PgDatabase(Database):
                     with contextlib.suppress(Exception):
                         con.close()
                 self._reader_cons.clear()
-        if self._urgent_pool is not None:
-            urgent, self._urgent_pool = self._urgent_pool, None
-            urgent_con, self._urgent_con = self._urgent_con, None
-            if urgent_con is not None:
-                await asyncio.get_running_loop().run_in_executor(urgent, urgent_con.close)
-            await asyncio.to_thread(urgent.shutdown, True)
+        if self._urgent_writer is not None:
+            urgent, self._urgent_writer = self._urgent_writer, None
+            await asyncio.to_thread(urgent.stop)
         if self._writer is not None:
             writer, self._writer = self._writer, None
             writer_con, self._writer_con = self._writer_con, None
             if writer_con is not None:
                 await asyncio.get_running_loop().run_in_executor(writer, writer_con.close)
             await asyncio.to_thread(writer.shutdown, True)
+
+    @property
+    def urgent_writer(self) -> UrgentWriter | None:
+        return self._urgent_writer
 
     @property
     def is_open(self) -> bool:
@@ -231,26 +228,13 @@ class PgDatabase(Database):
         """Run ``fn(con, *args)`` as one transaction on the writer connection;
         ``urgent`` (the durable inbox, a Discord delete or edit received): on
         the urgent connection instead, beside whatever the writer is doing.
-        Urgent writes are inserts of their own rows; a deadlock with the
-        writer (PostgreSQL picks one transaction to abort) is tried again."""
+        Urgent writes waiting together commit together (``pg_urgent``)."""
         if not urgent:
             return await self._on_writer(lambda: self._transaction(fn, args))
-        if self._urgent_pool is None:
+        if self._urgent_writer is None:
             raise StorageError("database is closed")
         self.inline_writes += 1
-        return await asyncio.get_running_loop().run_in_executor(
-            self._urgent_pool, self._urgent_transaction, fn, args
-        )
-
-    def _urgent_transaction(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        for attempt in range(URGENT_ATTEMPTS):
-            try:
-                return self._transaction(fn, args, self._urgent_con)
-            except sqlite.OperationalError as exc:
-                if "deadlock detected" not in str(exc) or attempt == URGENT_ATTEMPTS - 1:
-                    raise
-                log.warning("urgent write chosen as a deadlock's victim; trying again")
-        raise AssertionError("unreachable")
+        return await self._urgent_writer.write(fn, args)
 
     async def write_each(self, fn: Callable[..., T], items: Sequence[Any], *args: Any) -> list[T]:
         """``fn(con, item, *args)`` for each item, one transaction per item."""
@@ -260,17 +244,15 @@ class PgDatabase(Database):
 
         return await self._on_writer(run)
 
-    def _transaction(
-        self, fn: Callable[..., T], args: tuple[Any, ...], con: postgres.PgConnection | None = None
-    ) -> T:
-        con = con or self._writer_con
+    def _transaction(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        con = self._writer_con
         if con is None:
             raise StorageError("database is closed")
         con.execute("BEGIN")
         try:
             con.changes = []
             result = fn(con, *args)
-            con.execute_native("SELECT pg_notify(%s, %s)", (CHANNEL, self._note(con.changes)))
+            self._notify(con, con.changes)
             con.execute("COMMIT")
         except BaseException:
             con.changes = None
@@ -281,6 +263,10 @@ class PgDatabase(Database):
         if changes:
             self._publish(changes)
         return result
+
+    def _notify(self, con: postgres.PgConnection, changes: Sequence[Any] | None) -> None:
+        """Tell other processes, inside the transaction (delivered if it commits)."""
+        con.execute_native("SELECT pg_notify(%s, %s)", (CHANNEL, self._note(changes)))
 
     def _note(self, changes: Sequence[Any] | None) -> str:
         """This transaction's notification: who sent it, and the guilds whose
