@@ -18,6 +18,9 @@ from memory.store.reply_context import erase_refs, message_refs
 from memory.store.sql import IN_CHUNK, chunks, dialect_of, marks, rows_in
 from memory.store.vectors import delete_message_vectors_index
 
+# Rows in one multi-row INSERT on PostgreSQL (12 values each for messages).
+PG_ROWS_PER_STATEMENT = 500
+
 MESSAGE_COLUMNS = (
     "id, guild_id, channel_id, author_id, author_name, content, created_at, source, is_bot, "
     "state, reply_to_id, edited_at"
@@ -117,30 +120,43 @@ def insert_messages(con: Any, msgs: Sequence[IncomingMessage], received_at: str)
 
 
 def _insert_rows_pg(con: Any, rows: list[list[Any]], received_at: str) -> None:
-    """``insert_messages``'s writes on PostgreSQL, where an upsert may touch a
-    row once per statement: the latest name of each author is picked here."""
-    con.executemany(
-        "INSERT OR IGNORE INTO messages (id, guild_id, channel_id, author_id, author_name, "
-        "content, created_at, source, is_bot, reply_to_id, edited_at, received_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(*r, received_at) for r in rows],
+    """``insert_messages``'s writes on PostgreSQL: one multi-row statement per
+    table and chunk (a statement per row would be a round trip to the server
+    per row). An upsert may touch a row once per statement, so the latest
+    name of each author is picked here."""
+    columns = (
+        "id, guild_id, channel_id, author_id, author_name, content, created_at, source, "
+        "is_bot, reply_to_id, edited_at, received_at"
     )
     names = {(r[1], r[3]): r[4] for r in rows if r[1] is not None}
-    con.executemany(
-        "INSERT INTO members (guild_id, user_id, display_name, updated_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (guild_id, user_id) DO UPDATE SET display_name = excluded.display_name, "
-        "updated_at = excluded.updated_at",
-        [(g, u, name, received_at) for (g, u), name in names.items()],
-    )
-    con.executemany(
-        "INSERT INTO channels (guild_id, channel_id, updated_at) VALUES (?, ?, ?) "
-        "ON CONFLICT (guild_id, channel_id) DO NOTHING",
-        [(g, c, received_at) for g, c in sorted({(r[1], r[2]) for r in rows if r[1]})],
-    )
-    con.executemany(
-        "INSERT INTO guilds (guild_id, updated_at) VALUES (?, ?) ON CONFLICT (guild_id) DO NOTHING",
-        [(g, received_at) for g in sorted({r[1] for r in rows if r[1]})],
-    )
+    statements: list[tuple[str, str, list[tuple[Any, ...]]]] = [
+        (
+            f"INSERT OR IGNORE INTO messages ({columns}) VALUES ",
+            "",
+            [(*r, received_at) for r in rows],
+        ),
+        (
+            "INSERT INTO members (guild_id, user_id, display_name, updated_at) VALUES ",
+            " ON CONFLICT (guild_id, user_id) DO UPDATE SET display_name = "
+            "excluded.display_name, updated_at = excluded.updated_at",
+            [(g, u, name, received_at) for (g, u), name in names.items()],
+        ),
+        (
+            "INSERT INTO channels (guild_id, channel_id, updated_at) VALUES ",
+            " ON CONFLICT (guild_id, channel_id) DO NOTHING",
+            [(g, c, received_at) for g, c in sorted({(r[1], r[2]) for r in rows if r[1]})],
+        ),
+        (
+            "INSERT INTO guilds (guild_id, updated_at) VALUES ",
+            " ON CONFLICT (guild_id) DO NOTHING",
+            [(g, received_at) for g in sorted({r[1] for r in rows if r[1]})],
+        ),
+    ]
+    for head, tail, values in statements:
+        for chunk in chunks(values, PG_ROWS_PER_STATEMENT):
+            width = len(chunk[0])
+            holes = ", ".join("(" + ", ".join("?" * width) + ")" for _ in chunk)
+            con.execute(head + holes + tail, [v for row in chunk for v in row])
 
 
 def upsert_member(con: Any, guild_id: str, user_id: str, name: str, now: str) -> None:
