@@ -265,3 +265,69 @@ def test_every_row_is_as_long_as_in_sqlite(sqlite_ref: Any, pg_conn: Any) -> Non
     want = dict(sqlite_ref.execute("SELECT doc, count(*) FROM temp.inst GROUP BY doc").fetchall())
     got = dict(pg_conn.execute("SELECT rowid, len FROM messages_fts WHERE len > 0").fetchall())
     assert got == want
+
+
+def test_ranking_fewer_rows_gives_exactly_the_full_ranking(pg_conn: Any) -> None:
+    """``best_ranked`` ranks only the rows of the rarest phrases when that is
+    provably enough: its answer must be the whole query's, row for row, for
+    queries of rare words, common words and both, at several limits."""
+    from memory.store import postgres
+    from memory.store.fts import best_ranked, fts_query
+
+    rng = random.Random(11)
+    common = ["the", "and", "garden", "music", "likes", "paint"]
+    rare = [f"word{i}" for i in range(400)]
+    rows = []
+    for i in range(1, 1501):
+        words = [rng.choice(common) for _ in range(rng.randint(3, 12))]
+        words += [rng.choice(rare) for _ in range(rng.randint(0, 3))]
+        rng.shuffle(words)
+        rows.append(pg.message_row(i, f"m{i}", " ".join(words)))
+    # A rarer word alone in long rows, and a commoner one said four times in
+    # a short row: that row outranks every row of the rarer word, so the
+    # rarer word's rows alone are not the answer.
+    filler = " ".join(["the"] * 20)
+    rows += [pg.message_row(2000 + i, f"a{i}", f"alpha {filler}") for i in range(60)]
+    rows += [pg.message_row(3000 + i, f"b{i}", f"beta {filler}") for i in range(200)]
+    rows.append(pg.message_row(4000, "b-many", "beta beta beta beta"))
+    for sql, args in rows:
+        pg_conn.execute(sql.replace("?", "%s"), args)
+    pg_conn.row_factory = postgres.row_factory
+    con = postgres.PgConnection(pg_conn, postgres.identity_columns(pg_conn))
+
+    def run_with(limit: int) -> Any:
+        def run(q: Any) -> list[tuple[int, float]]:
+            found = con.execute(
+                f"SELECT messages_fts.rowid, {q.rank} AS rank FROM {q.source} "
+                f"WHERE {q.where} ORDER BY rank, messages_fts.rowid LIMIT ?",
+                [*q.params, limit],
+            ).fetchall()
+            return [(int(r[0]), float(r[1])) for r in found]
+
+        return run
+
+    queries = [
+        '"alpha" OR "beta"',
+        '"the" OR "garden"',
+        '"word7" OR "the"',
+        '"word3" OR "word250" OR "music" OR "paint"*',
+        '"likes" OR "word12"* OR "and"',
+        '"nothingmatches" OR "the"',
+    ]
+    pruned = 0
+    for match in queries:
+        for limit in (1, 5, 40):
+            run = run_with(limit)
+            full = fts_query(con, "messages_fts", match)
+            assert full is not None
+            want = run(full)
+            calls: list[int] = []
+
+            def counting(q: Any, run: Any = run, calls: list[int] = calls) -> Any:
+                calls.append(1)
+                return run(q)
+
+            got = best_ranked(con, "messages_fts", match, limit, counting, lambda r: r[1])
+            assert got == want, (match, limit)
+            pruned += len(calls) == 1 and match.count(" OR ") > 0
+    assert pruned, "no query was answered from its rarest phrase: the pruning never ran"

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from memory.models import LORE_SUBJECT, Fact, HistoryEntry
 from memory.store.episode_sources import episodes_citing, queue_rebuild
 from memory.store.fact_time import message_time, observe
-from memory.store.fts import fts_query
+from memory.store.fts import FtsQuery, best_ranked
 from memory.store.messages import erase_messages
 from memory.store.reply_context import erase_refs, fact_refs
 from memory.store.sql import chunks, marks, prefixed
@@ -230,25 +230,21 @@ def search_facts_fts(
     con: Any, guild_id: str, match: str, limit: int, subjects: Sequence[str] | None = None
 ) -> list[tuple[Fact, float]]:
     """Active facts matching an FTS5 expression, with raw (negative) bm25."""
-    q = fts_query(con, "memory_facts_fts", match)
-    if q is None:
-        return []
-    args: list[Any] = [*q.params, guild_id]
-    extra = ""
-    if subjects:
-        extra = f" AND f.subject IN ({marks(len(subjects))})"
-        args.extend(subjects)
-    args.append(limit)
-    rows = con.execute(
-        f"SELECT {prefixed(FACT_COLUMNS, 'f')}, {q.rank} AS rank "
-        f"FROM {q.source} JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
-        f"WHERE {q.where} AND f.guild_id = ? AND f.is_active = 1{extra} "
-        # Equal ranks by id: the order FTS5's rowid scan gives them, explicit
-        # so that every backend returns the same facts at the limit.
-        "ORDER BY rank, f.id LIMIT ?",
-        args,
-    ).fetchall()
-    return [(row_to_fact(r), float(r["rank"])) for r in rows]
+    extra = f" AND f.subject IN ({marks(len(subjects))})" if subjects else ""
+
+    def run(q: FtsQuery) -> list[tuple[Fact, float]]:
+        rows = con.execute(
+            f"SELECT {prefixed(FACT_COLUMNS, 'f')}, {q.rank} AS rank "
+            f"FROM {q.source} JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
+            f"WHERE {q.where} AND f.guild_id = ? AND f.is_active = 1{extra} "
+            # Equal ranks by id: the order FTS5's rowid scan gives them,
+            # explicit so that every backend returns the same facts at the limit.
+            "ORDER BY rank, f.id LIMIT ?",
+            [*q.params, guild_id, *(subjects or ()), limit],
+        ).fetchall()
+        return [(row_to_fact(r), float(r["rank"])) for r in rows]
+
+    return best_ranked(con, "memory_facts_fts", match, limit, run, lambda r: r[1])
 
 
 def set_fact_active(

@@ -15,10 +15,13 @@ import math
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from memory.store.sql import dialect_of
+
+R = TypeVar("R")
 
 _TERM = re.compile(r'"((?:[^"]|"")*)"(\*?)')
 
@@ -41,16 +44,48 @@ def fts_query(con: Any, table: str, match: str) -> FtsQuery | None:
     expression holds no word the index could match)."""
     if dialect_of(con) == "postgresql":
         stats = bm25(con, table, match)
-        if stats is None:
-            return None
-        rank, params = stats.rank_sql(table)
-        return FtsQuery(
-            source=f"{table} CROSS JOIN guildlore_fts_match(?) AS fts_q",
-            where=f"{table}.tsv @@ fts_q",
-            rank=rank,
-            params=(*params, match),
-        )
+        return None if stats is None else stats.query(table, match)
     return FtsQuery(source=table, where=f"{table} MATCH ?", rank=f"bm25({table})", params=(match,))
+
+
+def best_ranked(
+    con: Any,
+    table: str,
+    match: str,
+    limit: int,
+    run: Callable[[FtsQuery], list[R]],
+    rank_of: Callable[[R], float],
+) -> list[R]:
+    """The ``limit`` best rows of ``match`` — what ``run`` returns for the full
+    query (its statement ordered by rank, then id, with ``limit``) — asking
+    PostgreSQL to rank as few rows as exactness allows.
+
+    FTS5 ranks thousands of matches of a common word in C; PostgreSQL ranks
+    each row in SQL, so ranking every row that holds "the" is what makes a
+    search slow. A row's BM25 is a sum over the phrases it holds, each part
+    below ``idf × (k1 + 1)``. So the rows holding one of the rarest phrases are
+    ranked first (by every phrase, as always); if ``limit`` of them score above
+    what the remaining phrases together could give any other row, no other
+    row can enter the answer, and it is the exact answer. Otherwise the next
+    rarest phrase joins, up to the whole expression. SQLite: the one query."""
+    if dialect_of(con) != "postgresql":
+        q = fts_query(con, table, match)
+        return [] if q is None else run(q)
+    stats = bm25(con, table, match)
+    if stats is None:
+        return []
+    ordered = sorted(stats.phrases, key=lambda p: -p[1])
+    for n in range(1, len(ordered) + 1):
+        part = " OR ".join(expr for expr, _ in ordered[:n])
+        rows = run(stats.query(table, part))
+        if n == len(ordered):
+            return rows
+        if len(rows) < limit:
+            continue
+        rest = sum((K1 + 1) * idf for _, idf in ordered[n:])
+        if rest < -rank_of(rows[-1]):
+            return rows
+    return []
 
 
 # -- BM25 on PostgreSQL -------------------------------------------------------------------------
@@ -73,29 +108,44 @@ def phrases(match: str) -> list[tuple[str, bool]]:
 
 @dataclass(frozen=True)
 class Bm25:
-    """What a PostgreSQL search needs to rank by BM25: each phrase's words as
-    the index holds them, with the phrase's IDF, and the table's mean row
-    length."""
+    """What a PostgreSQL search needs to rank by BM25: each phrase (as the
+    match expression writes it) with its IDF, its words as the index holds
+    them, and the table's mean row length."""
 
+    phrases: tuple[tuple[str, float], ...]  # (phrase expression, idf)
     terms: tuple[tuple[str, bool, float], ...]  # (lexeme, prefix, idf)
     avgdl: float
+
+    def query(self, table: str, match: str) -> FtsQuery:
+        """The pieces for the rows matching ``match`` (this expression or a
+        part of it), ranked by every phrase of the whole one."""
+        rank, params = self.rank_sql(table)
+        return FtsQuery(
+            source=f"{table} CROSS JOIN guildlore_fts_match(?) AS fts_q",
+            where=f"{table}.tsv @@ fts_q",
+            rank=rank,
+            params=(*params, match),
+        )
 
     def rank_sql(self, alias: str) -> tuple[str, list[Any]]:
         """An expression for the raw (negative) BM25 of row ``alias`` of the
         FTS table, and its parameters (they come before any other of the
-        statement's, as the expression sits in its SELECT list). A phrase of
-        several words counts each word's occurrences: close to FTS5's count
-        of the phrase, and the store's phrases are single words."""
-        values = ", ".join("(?, ?, ?)" for _ in self.terms)
+        statement's, as the expression sits in its SELECT list). The row's
+        tsvector is expanded once and joined to the phrases' words. A phrase
+        of several words counts each word's occurrences: close to FTS5's
+        count of the phrase, and the store's phrases are single words. In
+        double precision throughout, as FTS5 computes."""
+        values = ", ".join("(?, ?, ?::float8)" for _ in self.terms)
         params: list[Any] = [K1 + 1, K1, 1 - B, B, self.avgdl]
         for lexeme, prefix, idf in self.terms:
             params.extend((lexeme, prefix, idf))
         sql = (
-            "-(SELECT coalesce(sum(p.idf * s.f * ? / (s.f + ? * (? + ? * "
-            f"{alias}.len / ?))), 0) FROM (VALUES {values}) AS p(term, prefix, idf) "
-            "CROSS JOIN LATERAL (SELECT sum(coalesce(array_length(u.positions, 1), 1)) AS f "
-            f"FROM unnest({alias}.tsv) AS u WHERE u.lexeme = p.term "
-            "OR (p.prefix AND starts_with(u.lexeme, p.term))) AS s WHERE s.f > 0)"
+            "-(SELECT coalesce(sum(s.idf * s.f * ?::float8 / (s.f + ?::float8 * "
+            f"(?::float8 + ?::float8 * {alias}.len / ?::float8))), 0) FROM "
+            "(SELECT p.idf, sum(coalesce(array_length(u.positions, 1), 1))::float8 AS f "
+            f"FROM unnest({alias}.tsv) AS u JOIN (VALUES {values}) AS p(term, prefix, idf) "
+            "ON u.lexeme = p.term OR (p.prefix AND starts_with(u.lexeme, p.term)) "
+            "GROUP BY p.term, p.prefix, p.idf) AS s)"
         )
         return sql, params
 
@@ -141,6 +191,7 @@ def bm25(con: Any, table: str, match: str) -> Bm25 | None:
     n_rows = int(docs)
     avgdl = float(tokens) / n_rows if n_rows else 1.0
     terms: list[tuple[str, bool, float]] = []
+    found: list[tuple[str, float]] = []
     for term, prefix in wanted:
         expr = '"' + term.replace('"', '""') + '"' + ("*" if prefix else "")
         # The phrase's rows, as FTS5 counts them: every row of the table.
@@ -154,14 +205,16 @@ def bm25(con: Any, table: str, match: str) -> Bm25 | None:
             )
             _PHRASE_ROWS.put(key, hits)
         idf = math.log((n_rows - hits + 0.5) / (hits + 0.5)) if n_rows else 0.0
+        idf = idf if idf > 0 else 1e-6  # FTS5's floor for a word in most rows
+        found.append((expr, idf))
         # Its words as the index holds them (case, diacritics).
         lexemes = con.execute(
             "SELECT lexeme FROM unnest(guildlore_fts_vector(?)) ORDER BY lexeme", (term,)
         ).fetchall()
         for (lexeme,) in lexemes:
-            item = (str(lexeme), prefix, idf if idf > 0 else 1e-6)
+            item = (str(lexeme), prefix, idf)
             if item not in terms:
                 terms.append(item)
     if not terms:
         return None
-    return Bm25(tuple(terms), avgdl or 1.0)
+    return Bm25(tuple(found), tuple(terms), avgdl or 1.0)

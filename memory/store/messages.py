@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.models import FailedMessage, IncomingMessage, StoredMessage
-from memory.store.fts import fts_query
+from memory.store.fts import FtsQuery, best_ranked
 from memory.store.journal_days import mark_dirty, mark_dirty_where
 from memory.store.reply_context import erase_refs, message_refs
 from memory.store.sql import IN_CHUNK, chunks, dialect_of, marks, rows_in
@@ -424,26 +424,28 @@ def _search_messages_tsv(
 ) -> list[tuple[int, StoredMessage, float]]:
     """``search_messages_fts`` on PostgreSQL: its planner filters the guild
     while it ranks, so one statement returns the guild's best ``limit``."""
-    q = fts_query(con, "messages_fts", match)
-    if q is None:
-        return []
-    where = f"{q.where} AND m.guild_id = ?"
-    args: list[Any] = [*q.params, guild_id]
-    if lo is not None:
-        where += " AND messages_fts.rowid >= ?"
-        args.append(lo)
-    if hi is not None:
-        where += " AND messages_fts.rowid < ?"
-        args.append(hi)
-    args.append(limit)
-    ranked = con.execute(
-        f"SELECT m.seq, {q.rank} AS rank FROM {q.source} "
-        f"JOIN messages m ON m.seq = messages_fts.rowid WHERE {where} "
-        "ORDER BY rank, m.seq LIMIT ?",
-        args,
-    ).fetchall()
-    rows = messages_by_seq(con, guild_id, [int(r[0]) for r in ranked])
-    return [(int(r[0]), rows[int(r[0])], float(r[1])) for r in ranked if int(r[0]) in rows]
+
+    def run(q: FtsQuery) -> list[tuple[int, float]]:
+        where = f"{q.where} AND m.guild_id = ?"
+        args: list[Any] = [*q.params, guild_id]
+        if lo is not None:
+            where += " AND messages_fts.rowid >= ?"
+            args.append(lo)
+        if hi is not None:
+            where += " AND messages_fts.rowid < ?"
+            args.append(hi)
+        args.append(limit)
+        found = con.execute(
+            f"SELECT m.seq, {q.rank} AS rank FROM {q.source} "
+            f"JOIN messages m ON m.seq = messages_fts.rowid WHERE {where} "
+            "ORDER BY rank, m.seq LIMIT ?",
+            args,
+        ).fetchall()
+        return [(int(r[0]), float(r[1])) for r in found]
+
+    ranked = best_ranked(con, "messages_fts", match, limit, run, lambda r: r[1])
+    rows = messages_by_seq(con, guild_id, [r[0] for r in ranked])
+    return [(seq, rows[seq], rank) for seq, rank in ranked if seq in rows]
 
 
 def trace_ref_sql(con: Any) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 from memory.models import Fact, StoredMessage
 from memory.store.fact_time import valid_clause
 from memory.store.facts import FACT_COLUMNS, row_to_fact
-from memory.store.fts import fts_query
+from memory.store.fts import FtsQuery, best_ranked
 from memory.store.sql import chunks, marks, rows_in
 
 
@@ -112,26 +112,28 @@ def fts_fact_ranks(
     thousands of matches is sorted, and carrying whole fact rows through the
     sort costs more than reading the few winners by id afterwards.
     """
-    q = fts_query(con, "memory_facts_fts", match)
-    if q is None:
-        return []
-    extra, args = valid_clause(as_of, "f")
-    args = [*q.params, guild_id, *args]
-    if lo is not None:
-        extra += " AND memory_facts_fts.rowid >= ?"
-        args.append(lo)
-    if hi is not None:
-        extra += " AND memory_facts_fts.rowid < ?"
-        args.append(hi)
-    args.append(limit)
-    rows = con.execute(
-        f"SELECT f.id, {q.rank} AS rank "
-        f"FROM {q.source} JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
-        f"WHERE {q.where} AND f.guild_id = ? AND f.is_active = 1{extra} "
-        "ORDER BY rank, f.id LIMIT ?",
-        args,
-    ).fetchall()
-    return [(int(r[0]), float(r[1])) for r in rows]
+    valid, valid_args = valid_clause(as_of, "f")
+
+    def run(q: FtsQuery) -> list[tuple[int, float]]:
+        extra = valid
+        args = [*q.params, guild_id, *valid_args]
+        if lo is not None:
+            extra += " AND memory_facts_fts.rowid >= ?"
+            args.append(lo)
+        if hi is not None:
+            extra += " AND memory_facts_fts.rowid < ?"
+            args.append(hi)
+        args.append(limit)
+        rows = con.execute(
+            f"SELECT f.id, {q.rank} AS rank "
+            f"FROM {q.source} JOIN memory_facts f ON f.id = memory_facts_fts.rowid "
+            f"WHERE {q.where} AND f.guild_id = ? AND f.is_active = 1{extra} "
+            "ORDER BY rank, f.id LIMIT ?",
+            args,
+        ).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    return best_ranked(con, "memory_facts_fts", match, limit, run, lambda r: r[1])
 
 
 def merge_ranks(
