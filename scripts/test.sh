@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --tests
 set +e
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# Two workers (the machine's cores): the engine's tests run on SQLite and on
+# PostgreSQL, each worker with a PostgreSQL of its own.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 "$@"
 code=$?
 set -e
 # pytest exits 5 when it collected no tests: that is a broken suite, not a pass.
