@@ -101,8 +101,8 @@ async def test_a_leave_forgets_the_member_when_the_timer_is_due(
     await jobs.retention()
     assert await facts_about(h, h.alice) == []
     assert await facts_about(h, h.bob)
-    assert "hiking in the Alps" not in journal_text(h)
-    assert "sailing on lakes" in journal_text(h)
+    assert "hiking in the Alps" not in await journal_text(h)
+    assert "sailing on lakes" in await journal_text(h)
     assert await h.memory.retention.timers() == []
     con = inspect_db(h.memory)
     rows = con.execute(
@@ -182,11 +182,11 @@ async def test_guild_removal_purges_after_the_delay(harness: Harness, clock: Fak
     await jobs.retention()
     assert await h.memory.facts.find(gid) == []
     assert await h.memory.guilds.raw_settings(gid) == {}
-    assert "hiking in the Alps" not in journal_text(h)
+    assert "hiking in the Alps" not in await journal_text(h)
     assert "hiking in the Alps" not in await h.memory.refresh_snapshot()
     # The other guild keeps its memory.
     assert await facts_about(h, h.stranger, h.other_guild)
-    assert "northern lights" in journal_text(h)
+    assert "northern lights" in await journal_text(h)
     # Not in the data dir's files (the SQLite file and its WAL), nor in any
     # table (what PostgreSQL holds outside it).
     for path in h.memory.config.db_path.parent.rglob("*"):

@@ -122,9 +122,14 @@ async def test_settings_changed_by_another_process_apply_here(
     guild = guild_on(1, 2)
     assert (await bot.guilds.settings(guild)).memory_enabled
     await dashboard.guilds.set_setting(guild, "memory_enabled", "false")
-    # Any read or write of the bot's engine notices the other process's commit.
+    # SQLite: any read or write of the bot's engine notices the other
+    # process's commit; PostgreSQL: its notification arrives.
     await bot.inbox.unfinished_counts()
-    assert not (await bot.guilds.settings(guild)).memory_enabled
+
+    async def off() -> bool:
+        return not (await bot.guilds.settings(guild)).memory_enabled
+
+    assert await eventually(off)
     later = await bot.ingest_message(msg("I keep goats in the yard", guild=guild))
     assert later.status == "rejected"
 

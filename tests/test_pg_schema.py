@@ -352,7 +352,9 @@ def test_a_models_knn_tables_refuse_a_vector_of_the_wrong_width(pg_conn: Any) ->
     from memory.store import vectors
 
     con = _store_con(pg_conn)
+    con.execute("BEGIN")  # as every store write runs: in a transaction
     n = vectors.ensure_model(con, "m", 3, "t")
+    con.execute("COMMIT")
     con.execute(f"INSERT INTO vec_facts_{n} VALUES (1, 'g1', '[1,0,0]')")
     with pytest.raises(Exception, match="expected 3 dimensions"):
         con.execute(f"INSERT INTO vec_messages_{n} VALUES (5, 'g1', '[1,0]')")
@@ -363,7 +365,9 @@ def test_knn_over_a_guilds_fact_vectors_returns_the_nearest(pg_conn: Any) -> Non
 
     con = _store_con(pg_conn)
     rng = np.random.default_rng(7)
+    con.execute("BEGIN")  # as every store write runs: in a transaction
     n = vectors.ensure_model(con, "m", 8, "t")
+    con.execute("COMMIT")
     data = rng.normal(size=(40, 8)).astype(np.float32)
     guilds = ["g1" if i % 2 else "g2" for i in range(40)]
     for i, v in enumerate(data):
