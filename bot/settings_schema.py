@@ -24,6 +24,7 @@ from memory import (
     RetrievalConfig,
     SnapshotConfig,
     load_calibration_file,
+    redact_url,
 )
 
 CONFIG_ENV = "GUILDLORE_CONFIG"
@@ -368,10 +369,7 @@ class Settings(BaseModel):
     def database_label(self) -> str:
         """Where the memory lives, for messages (a URL without its password)."""
         if self.database_url:
-            head, sep, tail = self.database_url.partition("@")
-            if sep and ":" in head.split("//", 1)[-1]:
-                return head.rsplit(":", 1)[0] + ":***@" + tail
-            return self.database_url
+            return redact_url(self.database_url)
         return str(self.resolved_db_path)
 
     @property

@@ -73,6 +73,7 @@ from memory.ownership import GuildOwnership
 from memory.reply_record import record_reply_context
 from memory.retrieval.gate_calibration import load_calibration_file
 from memory.roles.members import MemberFact, MemberRecord, NotYours
+from memory.store.backend import redact_url
 from memory.store.copy_db import CopyReport, copy_sqlite_to_postgres
 from memory.store.retention import RetentionTimer
 from memory.store.sqlite import capabilities as sqlite_capabilities
@@ -80,6 +81,7 @@ from memory.throttle import Throttle
 
 __all__ = [
     "postgres_status",
+    "redact_url",
     "CopyReport",
     "copy_sqlite_to_postgres",
     "EPISODE_SUBJECT",

@@ -32,6 +32,7 @@ from memory.store import postgres, sqlite
 from memory.store.migrations import migrate as migrate_sqlite
 from memory.store.pg_migrations import migrate as migrate_pg
 from memory.store.pg_migrations import reset_identities
+from memory.store.sqlite import ordinary_tables
 from memory.store.vectors import index_value
 
 log = logging.getLogger(__name__)
@@ -81,17 +82,13 @@ class CopyReport:
 def source_tables(con: Any) -> list[Table]:
     """The SQLite file's ordinary tables (not FTS5 or vec0 tables, nor their
     shadow tables, nor SQLite's own)."""
-    rows = con.execute(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name"
-    ).fetchall()
-    virtual = [str(r[0]) for r in rows if str(r[1] or "").upper().startswith("CREATE VIRTUAL")]
     out: list[Table] = []
-    for r in rows:
-        name, ddl = str(r[0]), str(r[1] or "")
-        if name.startswith("sqlite_") or name in virtual or name in SKIP:
+    for name in ordinary_tables(con):
+        if name in SKIP:
             continue
-        if any(name.startswith(f"{v}_") for v in virtual):
-            continue
+        ddl = str(
+            con.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
+        )
         info = con.execute(f'PRAGMA table_info("{name}")').fetchall()
         columns = tuple(str(c[1]) for c in info)
         if "WITHOUT ROWID" in ddl.upper():

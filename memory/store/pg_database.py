@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 from memory.errors import StorageError
 from memory.store import postgres, sqlite
+from memory.store.backend import redact_url
 from memory.store.changes import ExternalCommit, SettingsChanged, VectorsPut, VectorsRemoved
 from memory.store.db import Database
 from memory.store.pg_migrations import migrate
@@ -54,16 +55,6 @@ T = TypeVar("T")
 CHANNEL = "guildlore_commit"
 MAX_NOTE = 7000  # bytes; PostgreSQL takes up to 8000 per notification
 LISTEN_POLL_S = 0.5  # how often the listener looks whether it should stop
-
-
-def redact(url: str) -> str:
-    """``url`` without its password, for logs and errors."""
-    head, sep, tail = url.partition("@")
-    if not sep or ":" not in head.split("//", 1)[-1]:
-        return url
-    scheme, _, cred = head.partition("//")
-    user = cred.split(":", 1)[0]
-    return f"{scheme}//{user}:***@{tail}"
 
 
 def external_commit(payloads: Sequence[str], token: str) -> ExternalCommit | None:
@@ -99,7 +90,7 @@ class PgDatabase(Database):
     def __init__(self, url: str, *, readers: int = 2) -> None:
         # Not Database.__init__: nothing of SQLite's file handling applies.
         self.url = url
-        self.path = Path(redact(url))  # shown where the SQLite file's path would be
+        self.path = Path(redact_url(url))  # shown where the SQLite file's path would be
         self._readers = max(1, readers)
         self._token = secrets.token_hex(8)
         self._writer: ThreadPoolExecutor | None = None
@@ -154,7 +145,7 @@ class PgDatabase(Database):
                 "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
             ).fetchone()
         except (sqlite.Error, Exception) as exc:
-            raise StorageError(f"cannot open database {redact(self.url)}: {exc}") from exc
+            raise StorageError(f"cannot open database {redact_url(self.url)}: {exc}") from exc
         self.versions = {
             "postgresql": str(server),
             "pgvector": str(vec[0]) if vec else "missing",

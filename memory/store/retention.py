@@ -9,6 +9,7 @@ from typing import Any
 from memory.store.changes import SettingsChanged, record
 from memory.store.journal_days import mark_dirty_where
 from memory.store.sql import chunks, dialect_of
+from memory.store.sqlite import ordinary_tables
 from memory.store.vectors import delete_fact_vectors_index, delete_message_vectors_index
 
 GUILD = ""  # the user_id of a guild's own timer
@@ -92,14 +93,9 @@ def _guild_tables(con: Any) -> list[str]:
     rows go with their base rows, nor their shadow tables)."""
     if dialect_of(con) == "postgresql":
         return _guild_tables_pg(con)
-    rows = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
-    virtual = [str(r[0]) for r in rows if str(r[1] or "").upper().startswith("CREATE VIRTUAL")]
     out = []
-    for r in rows:
-        name = str(r[0])
-        if name.startswith("sqlite_") or name in virtual or name in KEPT_BY_PURGE:
-            continue
-        if any(name.startswith(f"{v}_") for v in virtual):
+    for name in ordinary_tables(con):
+        if name in KEPT_BY_PURGE:
             continue
         columns = {str(c[1]) for c in con.execute(f'PRAGMA table_info("{name}")')}
         if "guild_id" in columns:

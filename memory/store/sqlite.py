@@ -77,6 +77,22 @@ def connect(path: Path | str, *, read_only: bool = False) -> Any:
     return con
 
 
+def ordinary_tables(con: Any) -> list[str]:
+    """The database's own tables, by name: not SQLite's, not FTS5 or vec0
+    virtual tables (their rows follow their base rows) nor their shadow tables."""
+    rows = con.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name"
+    ).fetchall()
+    virtual = [str(r[0]) for r in rows if str(r[1] or "").upper().startswith("CREATE VIRTUAL")]
+    return [
+        str(r[0])
+        for r in rows
+        if not str(r[0]).startswith("sqlite_")
+        and str(r[0]) not in virtual
+        and not any(str(r[0]).startswith(f"{v}_") for v in virtual)
+    ]
+
+
 def versions(con: Any) -> dict[str, str]:
     sqlite_version, vec_version = con.execute("select sqlite_version(), vec_version()").fetchone()
     fts5 = True
