@@ -182,3 +182,19 @@ async def test_strict_search_answers_on_topic_queries_and_nothing_off_topic(
         # The ranking view still ranks candidates: the gate, not the
         # retrieval, is what answers "nothing".
         assert await mem.search(GUILD, query, scope="all", limit=5, gate=False)
+
+
+async def test_a_query_about_one_member_is_not_covered_by_another_members_story(
+    make_memory: Callable[..., Any],
+) -> None:
+    mem = await _guild(make_memory)
+    # Mara baked the loaves and Ines hiked; the others only asked about it.
+    assert await mem.search(GUILD, "what did Mara bake this morning?", scope="all", limit=5)
+    assert await mem.search(GUILD, "what did Ines bake this morning?", scope="all", limit=5) == []
+    assert await mem.search(GUILD, "where did Ines go hiking?", scope="all", limit=5)
+    assert await mem.search(GUILD, "where did Mara go hiking?", scope="all", limit=5) == []
+    # The ranking view still finds the story: only strict search declines.
+    ranked = await mem.search(
+        GUILD, "what did Ines bake this morning?", scope="all", limit=5, gate=False
+    )
+    assert any("loaves" in h.text for h in ranked)

@@ -39,6 +39,7 @@ from memory.clock import Clock, iso
 from memory.config import RetrievalConfig
 from memory.embed.service import EmbeddingService
 from memory.models import EPISODE_SUBJECT, LORE_SUBJECT, Hit, PromptSlice, SearchScope
+from memory.retrieval.attribution import NAMED_COVER_WITHIN, attributed
 from memory.retrieval.context import Mode, RetrievalTuning, SearchContext
 from memory.retrieval.facts import FactSearch
 from memory.retrieval.filters import FactFilter
@@ -171,8 +172,15 @@ class Retriever:
                 )
             )
         hits.sort(key=lambda h: -h.score)
-        if gate and not ctx.gates.calibration_for(qv and qv[0]).covers(h.parts for h in hits):
-            hits = []  # nothing in memory is about this query
+        if gate:
+            covering = hits
+            if plan.named:
+                names = await ctx.member_names(guild_id)
+                covering = [
+                    h for h in hits[:NAMED_COVER_WITHIN] if attributed(h, plan.named, names)
+                ]
+            if not ctx.gates.calibration_for(qv and qv[0]).covers(h.parts for h in covering):
+                hits = []  # nothing in memory is about this query (and its members)
         ctx.timings["search_ms"] = (time.perf_counter() - started) * 1000
         return hits[:limit]
 
