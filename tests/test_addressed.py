@@ -13,6 +13,7 @@ from memory.retrieval.addressed import (
     Use,
     addresses,
     candidate_words,
+    mentions,
     resolve,
     with_names,
     without_words,
@@ -25,6 +26,11 @@ NOW = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def test_an_address_is_a_greeting_a_comma_or_you_before_the_name() -> None:
+    long = "I " + "really " * 40 + "liked it."
+    assert addresses(f"Hey Kate! {long}", "Kate") and addresses(
+        f"{long} What about you Kate?", "Kate"
+    )
+    assert not addresses(f"{long} Thanks, Kate! {long}", "Kate")  # a message greets at its edges
     for text in (
         "Hey Kate!",
         "hi Kate, how was the trip?",
@@ -41,8 +47,17 @@ def test_an_address_is_a_greeting_a_comma_or_you_before_the_name() -> None:
         "hey Kateland is a nice town",
         "hey kate",  # the name is matched as written in the query
         "Hey Katherine!",
+        "Go over the report with your partner, Kate, and the agent.",  # an apposition
+        'Open with a greeting such as "Hey Kate, so proud of you!"',  # a quoted draft
+        "I told you Kate would come",
+        "Kate, Emma and I went hiking",  # a list of people
     ):
         assert not addresses(text, "Kate"), text
+
+
+def test_a_mention_is_the_whole_word_as_written() -> None:
+    assert mentions("I met Kate today", "Kate") and mentions("Kate's dog", "Kate")
+    assert not mentions("Katerina said hi", "Kate") and not mentions("kate", "Kate")
 
 
 def test_candidate_words_are_capitalised_names_no_member_has() -> None:
@@ -56,16 +71,28 @@ def test_the_votes_go_to_who_is_spoken_to_not_to_the_writer() -> None:
     uses = [
         Use(BOB, (ALICE, ALICE)),
         Use(BOB, (ALICE,)),
+        Use(BOB, (ALICE, BOB)),
         Use(BOB, (BOB,)),  # only the writer around: no vote
+        Use(BOB, (), addressed=False),  # "I saw Kate's post": a mention, no vote
     ]
     assert resolve(uses) == ALICE
     # Too few addresses, or votes split between members, name nobody.
-    assert resolve(uses[:1]) is None
-    assert resolve([Use(BOB, (ALICE,)), Use(ALICE, (BOB,))]) is None
+    assert resolve(uses[:2]) is None
+    assert resolve([Use(BOB, (ALICE,)), Use(BOB, (ALICE,)), Use(ALICE, (BOB,))]) is None
     carol = "666666666666666666"
     split = [Use(BOB, (ALICE,)), Use(BOB, (ALICE,)), Use(BOB, (carol,)), Use(BOB, (carol,))]
-    assert resolve(split, AddressRule(min_share=0.6)) is None
-    assert resolve([*split, Use(BOB, (ALICE,))], AddressRule(min_share=0.6)) == ALICE
+    assert resolve(split) is None
+    assert resolve([*split, Use(BOB, (ALICE,)), Use(BOB, (ALICE,))]) == ALICE
+
+
+def test_a_name_its_member_writes_is_a_third_person() -> None:
+    # Alice tells about her friend Kate and Bob greets Kate in the chat's
+    # drafts: Alice writing the name herself says it is not hers.
+    said_by_alice = [Use(ALICE, (), addressed=False) for _ in range(3)]
+    uses = [Use(BOB, (ALICE,)) for _ in range(4)]
+    assert resolve(uses) == ALICE
+    assert resolve([*uses, *said_by_alice]) is None
+    assert resolve([*uses, *said_by_alice], AddressRule(max_self_share=0.5)) == ALICE
 
 
 def test_a_resolved_word_is_read_as_the_members_name() -> None:
@@ -135,3 +162,38 @@ async def test_search_reads_the_name_members_are_addressed_by(
     # What the model reads: the prompt slice has the same first message.
     sl = await mem.build_prompt_slice(GUILD, CHANNEL, BOB, query)
     assert "Aspen" in sl.relevant_messages[0].text
+
+
+async def test_a_name_is_learnt_only_from_channels_the_asker_can_see(
+    make_memory: Callable[..., Any],
+) -> None:
+    mem = await make_memory()
+    hidden = "777777777777777777"
+    await _ingest(
+        mem,
+        [
+            msg(
+                "Hey Kate! How was your weekend?",
+                author=BOB,
+                name="elise",
+                channel=hidden,
+                created_at=_at(1),
+            ),
+            msg("Lovely, thanks.", author=ALICE, name="Emi", channel=hidden, created_at=_at(2)),
+            msg(
+                "Thanks, Kate! See you", author=BOB, name="elise", channel=hidden, created_at=_at(3)
+            ),
+            msg("See you!", author=ALICE, name="Emi", channel=hidden, created_at=_at(4)),
+            msg("Hey Kate, ready?", author=BOB, name="elise", channel=hidden, created_at=_at(5)),
+            msg("Yes!", author=ALICE, name="Emi", channel=hidden, created_at=_at(6)),
+            _emi("I went skiing in Aspen with my cousins.", 30),
+        ],
+    )
+    query = "Where did Kate go skiing?"
+    everywhere = await mem.search(GUILD, query, scope="messages", gate=False, limit=3)
+    assert "Aspen" in everywhere[0].text and everywhere[0].parts.speaker == 1.0
+    seen = await mem.search(
+        GUILD, query, scope="messages", gate=False, limit=3, visible_channels={CHANNEL}
+    )
+    assert [h.channel_id for h in seen] == [CHANNEL]
+    assert seen[0].parts.speaker == 0.0
