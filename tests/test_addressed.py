@@ -9,6 +9,7 @@ from typing import Any
 
 from dashboard.serialize import hit_json
 from memory.retrieval.addressed import (
+    AddressedNames,
     AddressRule,
     Use,
     addresses,
@@ -197,3 +198,30 @@ async def test_a_name_is_learnt_only_from_channels_the_asker_can_see(
     )
     assert [h.channel_id for h in seen] == [CHANNEL]
     assert seen[0].parts.speaker == 0.0
+
+
+async def test_a_word_that_names_nobody_is_not_looked_up_again_for_a_while(
+    make_memory: Callable[..., Any],
+) -> None:
+    mem = await make_memory()
+    await _ingest(mem, [_elise("Morning all", 1), _emi("Morning!", 2)])
+    ctx = mem.retriever.ctx
+    names = await ctx.member_names(GUILD)
+    query = "Where did Kate go skiing?"
+    kept = AddressedNames(ctx.db, ttl_s=0.0, gap_s=7200.0)
+    fresh = AddressedNames(ctx.db, ttl_s=0.0, gap_s=7200.0, rule=AddressRule(unresolved_ttl_s=0))
+    assert await kept.resolve_words(GUILD, query, names) == {}
+    assert await fresh.resolve_words(GUILD, query, names) == {}
+    await _ingest(
+        mem,
+        [
+            _elise("Hey Kate! How was your weekend?", 3),
+            _emi("Great, I went skiing.", 4),
+            _elise("Thanks, Kate!", 5),
+            _emi("Anytime", 6),
+            _elise("Hey Kate, ready?", 7),
+            _emi("Yes", 8),
+        ],
+    )
+    assert await kept.resolve_words(GUILD, query, names) == {}  # still the cached answer
+    assert await fresh.resolve_words(GUILD, query, names) == {"Kate": ALICE}

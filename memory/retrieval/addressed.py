@@ -68,6 +68,9 @@ class AddressRule:
     min_uses: int = 3  # addresses that voted
     min_share: float = 0.6  # of the votes for the leading member
     max_self_share: float = 0.1  # of the messages with the word, written by that member
+    # Most capitalised words of a query are no one's name ("Python", "Paris"),
+    # and looking one up reads its full-text matches: that answer is kept longer.
+    unresolved_ttl_s: float = 600.0
     max_words: int = 3  # candidate words looked up per query
     max_messages: int = 100  # messages read per word
     drop_from_match: bool = True  # full-text search leaves resolved words out
@@ -232,7 +235,8 @@ _Key = tuple[str, str, frozenset[str] | None]
 
 class AddressedNames:
     """Resolves a query's candidate words against a guild's messages, with a
-    cache per (guild, word, visible channels) kept ``ttl_s`` seconds."""
+    cache per (guild, word, visible channels): a name kept ``ttl_s`` seconds
+    (as long as member names), a word that names nobody ``unresolved_ttl_s``."""
 
     def __init__(
         self,
@@ -269,7 +273,8 @@ class AddressedNames:
         todo: list[str] = []
         for w in words:
             cached = self._cache.get((guild_id, w, seen))
-            if cached is not None and now - cached[0] < self.ttl_s:
+            ttl = self.rule.unresolved_ttl_s if cached and cached[1] is None else self.ttl_s
+            if cached is not None and now - cached[0] < ttl:
                 if cached[1] is not None:
                     resolved[w] = cached[1]
             else:
