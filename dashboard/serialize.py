@@ -86,6 +86,8 @@ def hit_json(h: Hit, names: Mapping[str, str] | None = None) -> dict[str, Any]:
         "confidenceScore": num(p.confidence),
         "recencyScore": num(p.recency),
         "channelScore": num(p.channel),
+        # 1 when the message's author is the member the query names.
+        "speakerScore": num(p.speaker),
         # Signed: what "same topic, newer first" moved into or out of combined.
         "newerFirstScore": num(p.newer_first),
         # What a related fact among the candidates added.

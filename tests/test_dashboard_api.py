@@ -43,6 +43,7 @@ HIT_KEYS = {
     "confidenceScore",
     "recencyScore",
     "channelScore",
+    "speakerScore",
     "combinedScore",
     "passed",
     "kind",

@@ -14,6 +14,13 @@ from memory.clock import Clock
 from memory.config import RetrievalConfig
 from memory.embed.service import EmbeddingService
 from memory.models import ScoreParts
+from memory.retrieval.addressed import (
+    DEFAULT_ADDRESS_RULE,
+    AddressedNames,
+    AddressRule,
+    with_names,
+    without_words,
+)
 from memory.retrieval.gate_calibration import GateTable
 from memory.retrieval.newer_first import DEFAULT_NEWER_FIRST, NewerFirstRule
 from memory.retrieval.query import EMPTY_NAMES, MemberNames, QueryPlan, plan_query
@@ -52,6 +59,7 @@ class RetrievalTuning:
     knn_overlap_min_rows: int = 20_000
     vector_cache: VectorCacheConfig = field(default_factory=VectorCacheConfig)
     newer_first: NewerFirstRule = DEFAULT_NEWER_FIRST
+    addressed: AddressRule = DEFAULT_ADDRESS_RULE
 
 
 class SearchContext:
@@ -78,11 +86,21 @@ class SearchContext:
         )
         self.timings: dict[str, float] = {}  # of the last search, ms by stage
         self._names: dict[str, tuple[float, MemberNames]] = {}
+        self.addressed = AddressedNames(
+            db, self.tuning.names_ttl_s, self.tuning.neighbour_gap_s, self.tuning.addressed
+        )
 
-    async def plan(self, guild_id: str, query: str) -> QueryPlan:
-        """How a query is read: named members, dates, content (see ``memory.retrieval.query``)."""
+    async def plan(self, guild_id: str, query: str, visible: set[str] | None = None) -> QueryPlan:
+        """How a query is read: named members, dates, content (see
+        ``memory.retrieval.query``); ``visible``: the channels whose messages
+        may tell what a name means (None: all)."""
         names = await self.member_names(guild_id)
-        return plan_query(query, names, self.clock())
+        # A member may be named as the chat addresses them, not as displayed.
+        found = await self.addressed.resolve_words(guild_id, query, names, visible)
+        if not found:
+            return plan_query(query, names, self.clock())
+        plan = plan_query(query, with_names(names, found), self.clock())
+        return without_words(plan, found) if self.tuning.addressed.drop_from_match else plan
 
     async def member_names(self, guild_id: str) -> MemberNames:
         if not guild_id:

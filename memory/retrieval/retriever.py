@@ -3,7 +3,9 @@
 A query is first read (``memory.retrieval.query``): the members it names, the
 dates it mentions, and its content — the words left once names are taken
 out, which is what gets embedded (a small encoder lets a name swamp the
-vector; see ``memory.retrieval.query``).
+vector; see ``memory.retrieval.query``). A member may be named as the chat
+addresses them rather than by display name ("Hey Kate!" answered by Emi):
+such a word reads as that member's name (``memory.retrieval.addressed``).
 
 Facts (``memory.retrieval.facts``): candidates are the guild's nearest active
 facts by vector, FTS5 BM25 matches and (for the prompt slice) the subject's
@@ -145,7 +147,7 @@ class Retriever:
         query = (query or "")[:MAX_QUERY_CHARS]
         if not query.strip() or not guild_id:
             return []
-        plan = await ctx.plan(guild_id, query)
+        plan = await ctx.plan(guild_id, query, visible_channels)
         qv = await ctx.query_vector(guild_id, plan)
         mode: Mode = "strict" if gate else "all"
         at = None if as_of is None else iso(as_of)
@@ -200,7 +202,7 @@ class Retriever:
         at = None if as_of is None else iso(as_of)
         started = time.perf_counter()
         query = (query or "")[:MAX_QUERY_CHARS]
-        plan = await ctx.plan(guild_id, query)
+        plan = await ctx.plan(guild_id, query, visible_channels)
         qv = await ctx.query_vector(guild_id, plan) if query.strip() else None
         user_facts = await self.facts.hits(
             guild_id,
