@@ -142,11 +142,16 @@ class MessageSearch:
         knn = vs.start_nearest(con, k) if vs is not None else None  # beside the FTS query
         match = plan.message_match
         if match:
+            rows = vs.rows() if vs is not None else None
             if upper is None:
-                found = store_messages.search_messages_fts(con, guild_id, match, k)
+                found = store_messages.search_messages_fts(
+                    con, guild_id, match, k, None, None, rows
+                )
             else:
                 split, part = upper
-                lower = store_messages.search_messages_fts(con, guild_id, match, k, None, split)
+                lower = store_messages.search_messages_fts(
+                    con, guild_id, match, k, None, split, rows
+                )
                 found = _merge_fts([lower, part.result(con)], k)
             for seq, m, raw in found:
                 msgs[seq] = m
@@ -199,7 +204,9 @@ class MessageSearch:
         if split is None:
             return None
         k = self.ctx.tuning.message_candidates
-        part = SharedPart(store_messages.search_messages_fts, guild_id, match, k, split, None)
+        part = SharedPart(
+            store_messages.search_messages_fts, guild_id, match, k, split, None, vs.rows()
+        )
         self._offers.offer(self.ctx.db.read, part)
         return split, part
 

@@ -367,7 +367,13 @@ def messages_by_seq(con: Any, guild_id: str, seqs: Sequence[int]) -> dict[int, S
 
 
 def search_messages_fts(
-    con: Any, guild_id: str, match: str, limit: int, lo: int | None = None, hi: int | None = None
+    con: Any,
+    guild_id: str,
+    match: str,
+    limit: int,
+    lo: int | None = None,
+    hi: int | None = None,
+    guild_rows: int | None = None,
 ) -> list[tuple[int, StoredMessage, float]]:
     """(seq, message, raw bm25) of the guild's ``limit`` best FTS matches, best
     first (bm25 is negative; lower is better; equal ranks by seq), optionally
@@ -381,6 +387,12 @@ def search_messages_fts(
     batch by batch in rank order, until ``limit`` belong to the guild. That is
     exactly the best ``limit`` of the guild's own matches: bm25 uses the whole
     table's statistics either way.
+
+    ``guild_rows`` (how many messages the guild holds, when the caller knows)
+    spares sorting every match: the statement asks for the best few times
+    ``limit`` over the guild's share of all messages (``fts_window``), a
+    bounded sort. Only when fewer than ``limit`` of those are the guild's are
+    all matches ranked in order, as without it; the answer is the same.
     """
     found: list[tuple[int, StoredMessage, float]] = []
     if limit <= 0:
@@ -395,17 +407,54 @@ def search_messages_fts(
     if hi is not None:
         where += " AND rowid < ?"
         args.append(hi)
-    cur = con.execute(
+    sql = (
         f"SELECT rowid, bm25(messages_fts) AS rank FROM messages_fts WHERE {where} "
-        "ORDER BY rank, rowid",
-        args,
+        "ORDER BY rank, rowid"
     )
+    window = None if guild_rows is None else fts_window(con, guild_rows, limit)
+    if window is not None:
+        found, ranked = _guild_best(
+            con, guild_id, con.execute(f"{sql} LIMIT ?", [*args, window]), limit
+        )
+        if len(found) == limit or ranked < window:
+            return found  # the guild's best, or every match was ranked
+    return _guild_best(con, guild_id, con.execute(sql, args), limit)[0]
+
+
+# A bounded sort asks for this many times the rows a guild's share predicts it needs.
+FTS_WINDOW_SLACK = 2
+# Above this many rows the bounded sort is not tried (a small guild beside big ones).
+FTS_WINDOW_MAX = 20_000
+
+
+def fts_window(con: Any, guild_rows: int, limit: int) -> int | None:
+    """How many of all guilds' best matches likely hold ``limit`` of a guild of
+    ``guild_rows`` messages, matches being spread like the messages: ``limit``
+    over its share of every message ever stored (the highest seq, which
+    counts deleted ones too, so the share errs low and the window wide),
+    with slack. None: the guild is too small a share to try."""
+    if guild_rows <= 0:
+        return None
+    top = con.execute("SELECT max(seq) FROM messages").fetchone()[0]
+    total = max(int(top or 0), guild_rows)
+    window = -(-limit * total * FTS_WINDOW_SLACK // guild_rows)
+    return window if window <= FTS_WINDOW_MAX else None
+
+
+def _guild_best(
+    con: Any, guild_id: str, cur: Any, limit: int
+) -> tuple[list[tuple[int, StoredMessage, float]], int]:
+    """The guild's first ``limit`` rows of ``cur`` (rowid, rank in rank order),
+    read in batches; and how many rows of ``cur`` were read."""
+    found: list[tuple[int, StoredMessage, float]] = []
+    ranked = 0
     try:
         size = limit
         while len(found) < limit:
             batch = cur.fetchmany(size)
             if not batch:
                 break
+            ranked += len(batch)
             rows = messages_by_seq(con, guild_id, [int(r[0]) for r in batch])
             for r in batch:
                 m = rows.get(int(r[0]))
@@ -416,7 +465,7 @@ def search_messages_fts(
             size = min(size * 2, 4 * IN_CHUNK)
     finally:
         cur.close()
-    return found
+    return found, ranked
 
 
 def _search_messages_tsv(
