@@ -55,15 +55,19 @@ async def quiet(mem: Any) -> None:
 
 
 def _bare_fts(db_path: Path, guild: str, matches: list[str], k: int) -> list[float]:
-    from memory.store import messages as store_messages
-    from memory.store import sqlite
+    from memory.store import message_fts, sqlite
 
     con = sqlite.connect(db_path)
     out = []
     try:
+        # The guild's size, as the search knows it from its vectors (every
+        # message here has one): the statement then sorts a bounded list.
+        rows = int(
+            con.execute("SELECT count(*) FROM messages WHERE guild_id = ?", (guild,)).fetchone()[0]
+        )
         for match in matches:
             t0 = time.perf_counter()
-            store_messages.search_messages_fts(con, guild, match, k)
+            message_fts.search_messages_fts(con, guild, match, k, None, None, rows)
             out.append((time.perf_counter() - t0) * 1000)
     finally:
         con.close()

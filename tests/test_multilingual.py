@@ -154,6 +154,9 @@ class _FixedSearch:
     def split_id(self, min_rows: int) -> int | None:
         return 7
 
+    def rows(self) -> int | None:
+        return 12
+
 
 def test_e5_similarities_are_read_on_the_common_scale() -> None:
     floor = similarity_floor(E5_MODEL_ID)
@@ -165,4 +168,5 @@ def test_e5_similarities_are_read_on_the_common_scale() -> None:
         assert [s for _, s in found] == pytest.approx(expected)
     assert scaled.similarities(None, [3]) == pytest.approx({3: (0.79 - floor) / (1 - floor)})
     assert scaled.split_id(10) == 7
+    assert scaled.rows() == 12
     assert rescale_similarity(1.0, floor) == pytest.approx(1.0)

@@ -19,10 +19,11 @@ from memory.embed.base import vector_to_blob
 from memory.models import IncomingMessage
 from memory.retrieval import messages as message_search
 from memory.retrieval.query import fts_match_expression
+from memory.store import message_fts, sqlite
 from memory.store import messages as store_messages
-from memory.store import sqlite
 from memory.store import vectors as store_vectors
 from memory.store.fts import fts_query
+from memory.store.sql import dialect_of
 from tests.helpers import CHANNEL, GUILD, OTHER_GUILD, eventually, inspect_db
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -99,15 +100,21 @@ async def _interleaved(mem: Any, embedder: Any) -> dict[str, list[int]]:
     return seqs
 
 
-def _joined(con: Any, guild: str, match: str, limit: int) -> list[tuple[int, float]]:
-    """The plain statement: every match joined to its row, the guild filtered."""
+def _joined(
+    con: Any, guild: str, match: str, limit: int, lo: int | None = None, hi: int | None = None
+) -> list[tuple[int, float]]:
+    """The plain statement: every match joined to its row, the guild filtered
+    (and the seqs to ``[lo, hi)``)."""
     q = fts_query(con, "messages_fts", match)
     assert q is not None
+    seqs = " AND m.seq >= ?" if lo is not None else ""
+    seqs += " AND m.seq < ?" if hi is not None else ""
+    bounds = [b for b in (lo, hi) if b is not None]
     rows = con.execute(
         f"SELECT m.seq, {q.rank} AS rank FROM {q.source} "
         "JOIN messages m ON m.seq = messages_fts.rowid "
-        f"WHERE {q.where} AND m.guild_id = ? ORDER BY rank, m.seq LIMIT ?",
-        (*q.params, guild, limit),
+        f"WHERE {q.where} AND m.guild_id = ?{seqs} ORDER BY rank, m.seq LIMIT ?",
+        (*q.params, guild, *bounds, limit),
     ).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
 
@@ -143,15 +150,13 @@ async def test_fts_walk_and_its_seq_ranges_equal_the_joined_query(
             match = fts_match_expression(q, prefixes=True)
             assert match is not None
             for limit in (1, 7, 60, 200, 5000):
-                whole = store_messages.search_messages_fts(con, GUILD, match, limit)
+                whole = message_fts.search_messages_fts(con, GUILD, match, limit)
                 assert [(s, raw) for s, _, raw in whole] == _joined(con, GUILD, match, limit)
                 assert all(m.guild_id == GUILD for _, m, _ in whole)
                 ties += len(whole) - len({raw for _, _, raw in whole})
                 for split in (mine[0], mine[1], mine[len(mine) // 3], mine[-1] + 1):
-                    lower = store_messages.search_messages_fts(
-                        con, GUILD, match, limit, None, split
-                    )
-                    upper = store_messages.search_messages_fts(con, GUILD, match, limit, split)
+                    lower = message_fts.search_messages_fts(con, GUILD, match, limit, None, split)
+                    upper = message_fts.search_messages_fts(con, GUILD, match, limit, split)
                     assert all(s < split for s, _, _ in lower)
                     assert all(s >= split for s, _, _ in upper)
                     assert _merged([lower, upper], limit) == [(s, raw) for s, _, raw in whole]
@@ -160,6 +165,63 @@ async def test_fts_walk_and_its_seq_ranges_equal_the_joined_query(
         # equal ranks occurred (their order is part of the answer).
         assert foreign_first == len(QUERIES)
         assert ties > 0
+    finally:
+        con.close()
+
+
+async def test_fts_bounded_sort_equals_the_joined_query(
+    make_memory: Callable[..., Any], local_embedder: Any
+) -> None:
+    """With the guild's size the FTS query first sorts a bounded list of the
+    best matches; too narrow a list (the other guild's matches rank first)
+    falls back to ranking every match. Either way the answer is the joined
+    query's, ties included."""
+    mem = await make_memory()
+    seqs = await _interleaved(mem, local_embedder)
+    mine = sorted(seqs[GUILD])
+    con = inspect_db(mem)
+    sqlite_db = dialect_of(con) == "sqlite"
+    statements: list[str] = []
+    if sqlite_db:
+        con.set_trace_callback(statements.append)
+    alone = fell_back = 0
+    try:
+        # The guild's true size; a size that claims every message (the
+        # narrowest list); one so small no bounded sort is tried.
+        for rows in (len(mine), 10**9, 1):
+            for q in QUERIES:
+                match = fts_match_expression(q, prefixes=True)
+                assert match is not None
+                for limit in (1, 7, 60, 200):
+                    for lo, hi in ((None, None), (None, mine[len(mine) // 3])):
+                        statements.clear()
+                        got = message_fts.search_messages_fts(
+                            con, GUILD, match, limit, lo, hi, rows
+                        )
+                        ranked = [x for x in statements if "bm25(messages_fts)" in x]
+                        want = _joined(con, GUILD, match, limit, lo, hi)
+                        assert [(s, raw) for s, _, raw in got] == want, (q, limit, rows)
+                        assert all(m.guild_id == GUILD for _, m, _ in got)
+                        alone += len(ranked) == 1 and "LIMIT" in ranked[0]
+                        fell_back += len(ranked) == 2 and "LIMIT" in ranked[0]
+    finally:
+        if sqlite_db:
+            con.set_trace_callback(None)
+        con.close()
+    if sqlite_db:  # both ways were taken
+        assert alone > 0 and fell_back > 0, (alone, fell_back)
+
+
+def test_fts_window_follows_the_guilds_share(tmp_path: Any) -> None:
+    con = sqlite.connect(tmp_path / "w.sqlite3")
+    try:
+        con.execute("CREATE TABLE messages (seq INTEGER PRIMARY KEY)")
+        con.executemany("INSERT INTO messages (seq) VALUES (?)", [(i,) for i in range(1, 1001)])
+        assert message_fts.fts_window(con, 1000, 200) == 400  # the only guild: 2 × limit
+        assert message_fts.fts_window(con, 250, 200) == 1600  # a quarter of the messages
+        assert message_fts.fts_window(con, 5000, 200) == 400  # more than seq says: all
+        assert message_fts.fts_window(con, 10, 200) is None  # too small a share
+        assert message_fts.fts_window(con, 0, 200) is None
     finally:
         con.close()
 
@@ -208,13 +270,13 @@ async def test_message_search_with_the_split_equals_search_without(
     assert all(whole)
     monkeypatch.setattr(message_search, "FTS_SPLIT_MIN_ROWS", 1)
     calls: list[tuple[Any, ...]] = []
-    real = store_messages.search_messages_fts
+    real = message_fts.search_messages_fts
 
     def spy(*args: Any) -> list[tuple[int, Any, float]]:
         calls.append((*args[1:], None, None)[:5])  # (guild, match, limit, lo, hi)
         return real(*args)
 
-    monkeypatch.setattr(store_messages, "search_messages_fts", spy)
+    monkeypatch.setattr(message_fts, "search_messages_fts", spy)
     assert await run() == whole
     # It did split: every search ran a lower and an upper range.
     assert len(calls) == 2 * 2 * len(QUERIES)

@@ -27,6 +27,7 @@ from memory.retrieval.scoring import (
 )
 from memory.retrieval.shared_part import Offers, SharedPart
 from memory.retrieval.vector_search import VectorSearch
+from memory.store import message_fts
 from memory.store import messages as store_messages
 from memory.store.fact_time import superseded_sources
 from memory.store.search import adjacent_seqs
@@ -142,11 +143,12 @@ class MessageSearch:
         knn = vs.start_nearest(con, k) if vs is not None else None  # beside the FTS query
         match = plan.message_match
         if match:
+            rows = vs.rows() if vs is not None else None
             if upper is None:
-                found = store_messages.search_messages_fts(con, guild_id, match, k)
+                found = message_fts.search_messages_fts(con, guild_id, match, k, None, None, rows)
             else:
                 split, part = upper
-                lower = store_messages.search_messages_fts(con, guild_id, match, k, None, split)
+                lower = message_fts.search_messages_fts(con, guild_id, match, k, None, split, rows)
                 found = _merge_fts([lower, part.result(con)], k)
             for seq, m, raw in found:
                 msgs[seq] = m
@@ -199,7 +201,9 @@ class MessageSearch:
         if split is None:
             return None
         k = self.ctx.tuning.message_candidates
-        part = SharedPart(store_messages.search_messages_fts, guild_id, match, k, split, None)
+        part = SharedPart(
+            message_fts.search_messages_fts, guild_id, match, k, split, None, vs.rows()
+        )
         self._offers.offer(self.ctx.db.read, part)
         return split, part
 

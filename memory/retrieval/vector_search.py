@@ -66,6 +66,10 @@ class VectorSearch(Protocol):
         size, if it has at least ``min_rows`` rows and its ids are at hand."""
         ...
 
+    def rows(self) -> int | None:
+        """How many vectors the partition holds, if that is at hand."""
+        ...
+
 
 class RescaledSearch:
     """Another search's similarities on the common scale: a model whose
@@ -101,6 +105,9 @@ class RescaledSearch:
 
     def split_id(self, min_rows: int) -> int | None:
         return self.inner.split_id(min_rows)
+
+    def rows(self) -> int | None:
+        return self.inner.rows()
 
 
 def _on_common_scale(model: str, search: VectorSearch) -> VectorSearch:
@@ -148,6 +155,9 @@ class Vec0Search:
     def split_id(self, min_rows: int) -> int | None:
         return None
 
+    def rows(self) -> int | None:
+        return None  # counting the partition would cost a scan
+
 
 class MatrixSearch:
     """The in-memory matrix; ids it does not hold (yet) fall back to stored blobs."""
@@ -190,6 +200,9 @@ class MatrixSearch:
         if self.matrix.rows < min_rows:
             return None
         return self.matrix.median_id()
+
+    def rows(self) -> int | None:
+        return self.matrix.rows
 
 
 class Vectors:

@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.models import FailedMessage, IncomingMessage, StoredMessage
-from memory.store.fts import FtsQuery, best_ranked
 from memory.store.journal_days import mark_dirty, mark_dirty_where
 from memory.store.reply_context import erase_refs, message_refs
-from memory.store.sql import IN_CHUNK, chunks, dialect_of, marks, rows_in
+from memory.store.sql import chunks, dialect_of, marks, rows_in
 from memory.store.vectors import delete_message_vectors_index
 
 # Rows in one multi-row INSERT on PostgreSQL (12 values each for messages).
@@ -364,88 +363,6 @@ def messages_by_seq(con: Any, guild_id: str, seqs: Sequence[int]) -> dict[int, S
     return {
         int(r["seq"]): row_to_message(r) for r in rows_in(con, sql, list(seqs), before=[guild_id])
     }
-
-
-def search_messages_fts(
-    con: Any, guild_id: str, match: str, limit: int, lo: int | None = None, hi: int | None = None
-) -> list[tuple[int, StoredMessage, float]]:
-    """(seq, message, raw bm25) of the guild's ``limit`` best FTS matches, best
-    first (bm25 is negative; lower is better; equal ranks by seq), optionally
-    only seqs in ``[lo, hi)``: the answers of disjoint ranges merged by
-    (rank, seq) are exactly the whole query's.
-
-    ``messages_fts`` holds every guild's messages. A query whose common words
-    match tens of thousands of long messages spends most of its time joining
-    every match to its row to test the guild, so the matches are ranked on
-    the FTS index alone and the guild is tested only for the best of them,
-    batch by batch in rank order, until ``limit`` belong to the guild. That is
-    exactly the best ``limit`` of the guild's own matches: bm25 uses the whole
-    table's statistics either way.
-    """
-    found: list[tuple[int, StoredMessage, float]] = []
-    if limit <= 0:
-        return found
-    if dialect_of(con) == "postgresql":
-        return _search_messages_tsv(con, guild_id, match, limit, lo, hi)
-    where = "messages_fts MATCH ?"
-    args: list[Any] = [match]
-    if lo is not None:
-        where += " AND rowid >= ?"
-        args.append(lo)
-    if hi is not None:
-        where += " AND rowid < ?"
-        args.append(hi)
-    cur = con.execute(
-        f"SELECT rowid, bm25(messages_fts) AS rank FROM messages_fts WHERE {where} "
-        "ORDER BY rank, rowid",
-        args,
-    )
-    try:
-        size = limit
-        while len(found) < limit:
-            batch = cur.fetchmany(size)
-            if not batch:
-                break
-            rows = messages_by_seq(con, guild_id, [int(r[0]) for r in batch])
-            for r in batch:
-                m = rows.get(int(r[0]))
-                if m is not None:
-                    found.append((int(r[0]), m, float(r[1])))
-                    if len(found) == limit:
-                        break
-            size = min(size * 2, 4 * IN_CHUNK)
-    finally:
-        cur.close()
-    return found
-
-
-def _search_messages_tsv(
-    con: Any, guild_id: str, match: str, limit: int, lo: int | None, hi: int | None
-) -> list[tuple[int, StoredMessage, float]]:
-    """``search_messages_fts`` on PostgreSQL: its planner filters the guild
-    while it ranks, so one statement returns the guild's best ``limit``."""
-
-    def run(q: FtsQuery) -> list[tuple[int, float]]:
-        where = f"{q.where} AND m.guild_id = ?"
-        args: list[Any] = [*q.params, guild_id]
-        if lo is not None:
-            where += " AND messages_fts.rowid >= ?"
-            args.append(lo)
-        if hi is not None:
-            where += " AND messages_fts.rowid < ?"
-            args.append(hi)
-        args.append(limit)
-        found = con.execute(
-            f"SELECT m.seq, {q.rank} AS rank FROM {q.source} "
-            f"JOIN messages m ON m.seq = messages_fts.rowid WHERE {where} "
-            "ORDER BY rank, m.seq LIMIT ?",
-            args,
-        ).fetchall()
-        return [(int(r[0]), float(r[1])) for r in found]
-
-    ranked = best_ranked(con, "messages_fts", match, limit, run, lambda r: r[1])
-    rows = messages_by_seq(con, guild_id, [r[0] for r in ranked])
-    return [(seq, rows[seq], rank) for seq, rank in ranked if seq in rows]
 
 
 def trace_ref_sql(con: Any) -> str:
