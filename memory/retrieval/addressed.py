@@ -48,6 +48,7 @@ from typing import Any
 from memory.retrieval.hits import seconds_between
 from memory.retrieval.query import MemberNames, QueryPlan, find_names, fts_match_expression
 from memory.retrieval.scoring import STOP_WORDS
+from memory.store import message_fts
 from memory.store import messages as store_messages
 from memory.store.db import Database
 from memory.store.search import adjacent_seqs
@@ -209,7 +210,7 @@ def read_uses(
         return []
     found = [
         (seq, m, addresses(m.content, word))
-        for seq, m, _ in store_messages.search_messages_fts(con, guild_id, match, limit)
+        for seq, m, _ in message_fts.search_messages_fts(con, guild_id, match, limit)
         if (visible is None or m.channel_id in visible) and mentions(m.content, word)
     ]
     calls = [(seq, m) for seq, m, addressed in found if addressed]
