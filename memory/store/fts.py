@@ -177,6 +177,30 @@ class _Counts:
 
 
 _PHRASE_ROWS = _Counts()
+# A term's words as the index holds them: the word-splitting function is fixed
+# by the schema (its version is the database's), so a term reads the same
+# words for as long as the process runs; asking costs a round trip per term.
+_LEXEMES: OrderedDict[tuple[str, str], tuple[str, ...]] = OrderedDict()
+_LEXEMES_LOCK = threading.Lock()
+_LEXEMES_SIZE = 8192
+
+
+def _lexemes(con: Any, term: str) -> tuple[str, ...]:
+    key = (con.database, term)
+    with _LEXEMES_LOCK:
+        found = _LEXEMES.get(key)
+        if found is not None:
+            _LEXEMES.move_to_end(key)
+            return found
+    rows = con.execute(
+        "SELECT lexeme FROM unnest(guildlore_fts_vector(?)) ORDER BY lexeme", (term,)
+    ).fetchall()
+    words = tuple(str(lexeme) for (lexeme,) in rows)
+    with _LEXEMES_LOCK:
+        _LEXEMES[key] = words
+        while len(_LEXEMES) > _LEXEMES_SIZE:
+            _LEXEMES.popitem(last=False)
+    return words
 
 
 def bm25(con: Any, table: str, match: str) -> Bm25 | None:
@@ -208,11 +232,8 @@ def bm25(con: Any, table: str, match: str) -> Bm25 | None:
         idf = idf if idf > 0 else 1e-6  # FTS5's floor for a word in most rows
         found.append((expr, idf))
         # Its words as the index holds them (case, diacritics).
-        lexemes = con.execute(
-            "SELECT lexeme FROM unnest(guildlore_fts_vector(?)) ORDER BY lexeme", (term,)
-        ).fetchall()
-        for (lexeme,) in lexemes:
-            item = (str(lexeme), prefix, idf)
+        for lexeme in _lexemes(con, term):
+            item = (lexeme, prefix, idf)
             if item not in terms:
                 terms.append(item)
     if not terms:
