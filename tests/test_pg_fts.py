@@ -331,3 +331,48 @@ def test_ranking_fewer_rows_gives_exactly_the_full_ranking(pg_conn: Any) -> None
             assert got == want, (match, limit)
             pruned += len(calls) == 1 and match.count(" OR ") > 0
     assert pruned, "no query was answered from its rarest phrase: the pruning never ran"
+
+
+def test_bm25_is_fts5s_own_for_words_said_once_or_often_and_for_prefixes(
+    sqlite_ref: Any, pg_conn: Any
+) -> None:
+    """PostgreSQL's BM25 of every matching row equals FTS5's ``bm25()``: rows
+    saying a word once, several times or not at all, of many lengths, for
+    exact words (counted through ``ts_rank``) and prefixes (counted by
+    expanding the row), alone and together."""
+    from memory.store import postgres
+    from memory.store.fts import fts_query
+
+    rng = random.Random(5)
+    vocab = ["garden", "gardening", "music", "paint", "painted", "the", "river", "tokyo"]
+    texts = [" ".join(rng.choice(vocab) for _ in range(rng.randint(1, 30))) for _ in range(300)]
+    texts += ["paint " * 40, "garden garden garden", "music", "the river the river"]
+    pg.both(sqlite_ref, pg_conn, [pg.message_row(i + 1, f"m{i}", t) for i, t in enumerate(texts)])
+    pg_conn.row_factory = postgres.row_factory
+    con = postgres.PgConnection(pg_conn, postgres.identity_columns(pg_conn))
+    queries = [
+        '"garden"',
+        '"paint" OR "river"',
+        '"tokyo" OR "the" OR "music"',
+        '"paint"*',
+        '"garden"* OR "music" OR "the"',
+        '"paint" OR "paint"*',
+    ]
+    for match in queries:
+        want = dict(
+            sqlite_ref.execute(
+                "SELECT rowid, bm25(messages_fts) FROM messages_fts WHERE messages_fts MATCH ?",
+                (match,),
+            ).fetchall()
+        )
+        q = fts_query(con, "messages_fts", match)
+        assert q is not None
+        got = dict(
+            con.execute(
+                f"SELECT messages_fts.rowid, {q.rank} FROM {q.source} WHERE {q.where}",
+                list(q.params),
+            ).fetchall()
+        )
+        assert want and set(got) == set(want), match
+        for rowid, score in want.items():
+            assert got[rowid] == pytest.approx(score, rel=1e-9, abs=1e-12), (match, rowid)

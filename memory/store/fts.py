@@ -121,33 +121,74 @@ class Bm25:
         part of it), ranked by every phrase of the whole one."""
         rank, params = self.rank_sql(table)
         return FtsQuery(
-            source=f"{table} CROSS JOIN guildlore_fts_match(?) AS fts_q",
+            source=(
+                f"{table} CROSS JOIN guildlore_fts_match(?) AS fts_q "
+                "CROSS JOIN (SELECT ?::float4[] AS b) AS fts_counts"
+            ),
             where=f"{table}.tsv @@ fts_q",
             rank=rank,
-            params=(*params, match),
+            params=(*params, match, COUNT_BOUNDS),
         )
 
     def rank_sql(self, alias: str) -> tuple[str, list[Any]]:
         """An expression for the raw (negative) BM25 of row ``alias`` of the
         FTS table, and its parameters (they come before any other of the
-        statement's, as the expression sits in its SELECT list). The row's
-        tsvector is expanded once and joined to the phrases' words. A phrase
-        of several words counts each word's occurrences: close to FTS5's
-        count of the phrase, and the store's phrases are single words. In
-        double precision throughout, as FTS5 computes."""
-        values = ", ".join("(?, ?, ?::float8)" for _ in self.terms)
-        params: list[Any] = [K1 + 1, K1, 1 - B, B, self.avgdl]
+        statement's, as the expression sits in its SELECT list). In double
+        precision throughout, as FTS5 computes.
+
+        A word's count in the row is read off ``ts_rank`` of the row against
+        that one word (see ``COUNT_BOUNDS``): a call in C per word and row.
+        A prefix matches several words of a row, whose counts add up, so the
+        row's tsvector is expanded and joined to the prefixes instead — some
+        ten times the cost a row. A phrase of several words counts each
+        word's occurrences: close to FTS5's count of the phrase, and the
+        store's phrases are single words."""
+        scale = f"?::float8 * (?::float8 + ?::float8 * {alias}.len / ?::float8)"
+        scale_params = [K1, 1 - B, B, self.avgdl]
+        sums: list[str] = []
+        params: list[Any] = []
         for lexeme, prefix, idf in self.terms:
-            params.extend((lexeme, prefix, idf))
-        sql = (
-            "-(SELECT coalesce(sum(s.idf * s.f * ?::float8 / (s.f + ?::float8 * "
-            f"(?::float8 + ?::float8 * {alias}.len / ?::float8))), 0) FROM "
-            "(SELECT p.idf, sum(coalesce(array_length(u.positions, 1), 1))::float8 AS f "
-            f"FROM unnest({alias}.tsv) AS u JOIN (VALUES {values}) AS p(term, prefix, idf) "
-            "ON u.lexeme = p.term OR (p.prefix AND starts_with(u.lexeme, p.term)) "
-            "GROUP BY p.term, p.prefix, p.idf) AS s)"
-        )
-        return sql, params
+            if prefix:
+                continue
+            count = (
+                f"width_bucket(ts_rank({alias}.tsv, quote_literal(?::text)::tsquery), "
+                "fts_counts.b)::float8"
+            )
+            sums.append(f"?::float8 * {count} * ?::float8 / ({count} + {scale})")
+            params.extend((idf, lexeme, K1 + 1, lexeme, *scale_params))
+        prefixes = [t for t in self.terms if t[1]]
+        if prefixes:
+            values = ", ".join("(?, ?::float8)" for _ in prefixes)
+            sums.append(
+                "(SELECT coalesce(sum(s.idf * s.f * ?::float8 / (s.f + "
+                f"{scale})), 0) FROM "
+                "(SELECT p.idf, sum(coalesce(array_length(u.positions, 1), 1))::float8 AS f "
+                f"FROM unnest({alias}.tsv) AS u JOIN (VALUES {values}) AS p(term, idf) "
+                "ON starts_with(u.lexeme, p.term) GROUP BY p.term, p.idf) AS s)"
+            )
+            params.extend((K1 + 1, *scale_params))
+            for lexeme, _, idf in prefixes:
+                params.extend((lexeme, idf))
+        return "-(" + " + ".join(sums) + ")", params
+
+
+def _count_bounds(most: int = 256) -> list[float]:
+    """``ts_rank`` of a row against one word said n times (every position of
+    the default weight, 0.1) is 0.1 × (1 + 1/4 + … + 1/n²) / (π²/6): it
+    grows with n, so n is the bucket of the midpoints between its values
+    (``width_bucket``; 0 for a row without the word). A tsvector keeps at
+    most 256 positions of a word, as the expanded count did."""
+    values = [0.0]
+    total = 0.0
+    for n in range(1, most + 2):
+        total += 1.0 / (n * n)
+        values.append(0.1 * total / 1.64493406685)
+    return [(values[n - 1] + values[n]) / 2 for n in range(1, most + 2)]
+
+
+# ``ts_rank`` answers in single precision: the midpoints are far apart in it
+# (the closest, near n = 256, by ~100 of its steps).
+COUNT_BOUNDS = _count_bounds()
 
 
 class _Counts:
@@ -177,6 +218,30 @@ class _Counts:
 
 
 _PHRASE_ROWS = _Counts()
+# A term's words as the index holds them: the word-splitting function is fixed
+# by the schema (its version is the database's), so a term reads the same
+# words for as long as the process runs; asking costs a round trip per term.
+_LEXEMES: OrderedDict[tuple[str, str], tuple[str, ...]] = OrderedDict()
+_LEXEMES_LOCK = threading.Lock()
+_LEXEMES_SIZE = 8192
+
+
+def _lexemes(con: Any, term: str) -> tuple[str, ...]:
+    key = (con.database, term)
+    with _LEXEMES_LOCK:
+        found = _LEXEMES.get(key)
+        if found is not None:
+            _LEXEMES.move_to_end(key)
+            return found
+    rows = con.execute(
+        "SELECT lexeme FROM unnest(guildlore_fts_vector(?)) ORDER BY lexeme", (term,)
+    ).fetchall()
+    words = tuple(str(lexeme) for (lexeme,) in rows)
+    with _LEXEMES_LOCK:
+        _LEXEMES[key] = words
+        while len(_LEXEMES) > _LEXEMES_SIZE:
+            _LEXEMES.popitem(last=False)
+    return words
 
 
 def bm25(con: Any, table: str, match: str) -> Bm25 | None:
@@ -208,11 +273,8 @@ def bm25(con: Any, table: str, match: str) -> Bm25 | None:
         idf = idf if idf > 0 else 1e-6  # FTS5's floor for a word in most rows
         found.append((expr, idf))
         # Its words as the index holds them (case, diacritics).
-        lexemes = con.execute(
-            "SELECT lexeme FROM unnest(guildlore_fts_vector(?)) ORDER BY lexeme", (term,)
-        ).fetchall()
-        for (lexeme,) in lexemes:
-            item = (str(lexeme), prefix, idf)
+        for lexeme in _lexemes(con, term):
+            item = (lexeme, prefix, idf)
             if item not in terms:
                 terms.append(item)
     if not terms:
