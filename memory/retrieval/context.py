@@ -16,6 +16,7 @@ from memory.embed.service import EmbeddingService
 from memory.models import ScoreParts
 from memory.retrieval.gate_calibration import GateTable
 from memory.retrieval.newer_first import DEFAULT_NEWER_FIRST, NewerFirstRule
+from memory.retrieval.part_fusion import DEFAULT_PART_FUSION, PartFusionRule
 from memory.retrieval.query import EMPTY_NAMES, MemberNames, QueryPlan, plan_query
 from memory.retrieval.scoring import (
     DEFAULT_MESSAGE_WEIGHTS,
@@ -39,7 +40,7 @@ _C = TypeVar("_C")
 
 @dataclass(frozen=True)
 class RetrievalTuning:
-    """Candidate counts, caches and the newer-first rule (``RetrievalConfig``
+    """Candidate counts, caches, the newer-first rule and the fusion of a query's parts (``RetrievalConfig``
     holds the configured limits)."""
 
     message_candidates: int = 200  # nearest messages and BM25 matches, each
@@ -52,6 +53,7 @@ class RetrievalTuning:
     knn_overlap_min_rows: int = 20_000
     vector_cache: VectorCacheConfig = field(default_factory=VectorCacheConfig)
     newer_first: NewerFirstRule = DEFAULT_NEWER_FIRST
+    part_fusion: PartFusionRule = DEFAULT_PART_FUSION
 
 
 class SearchContext:
