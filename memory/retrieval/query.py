@@ -219,18 +219,13 @@ _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 # "three weeks ago", "a month ago": around that day, give or take a quarter
 # of the distance (a person rounds), at least two days.
 _AGO = re.compile(r"\b" + _COUNT + r"\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE)
-# "the past three months", "over the last two weeks": from then until now.
-_PAST_N = re.compile(
-    r"\b(?:past|last)\s+" + _COUNT + r"\s+(day|week|month|year)s?\b", re.IGNORECASE
-)
-# "last weekend", "the past weekend": the last nine days. Not only the
-# Saturday and Sunday: what was done at a weekend is often told a day or
-# several later, and "last weekend" said early in a week can mean the one before.
+# "last weekend", "the past weekend": from the latest Saturday before today
+# until today, since what was done at the weekend is often told days later.
 _WEEKEND = re.compile(r"\b(?:last|past|this)\s+weekend\b", re.IGNORECASE)
 
 
 def _relative_spans(text: str, today: date) -> list[DateSpan]:
-    """Spans of "N units ago", "the past N units" and "last weekend"."""
+    """Spans of "N units ago" and "last weekend"."""
     spans: list[DateSpan] = []
     for m in _AGO.finditer(text):
         back = _count(m.group(1)) * _UNIT_DAYS[m.group(2).lower()]
@@ -238,11 +233,9 @@ def _relative_spans(text: str, today: date) -> list[DateSpan]:
         spans.append(
             DateSpan(today - timedelta(days=back + slack), today - timedelta(days=back - slack - 1))
         )
-    for m in _PAST_N.finditer(text):
-        back = _count(m.group(1)) * _UNIT_DAYS[m.group(2).lower()]
-        spans.append(DateSpan(today - timedelta(days=back), today + timedelta(days=1)))
     if _WEEKEND.search(text):
-        spans.append(DateSpan(today - timedelta(days=9), today + timedelta(days=1)))
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7 or 7)
+        spans.append(DateSpan(saturday, today + timedelta(days=1)))
     return spans
 
 
@@ -286,8 +279,7 @@ def _day_span(year: int, month: int, day: int) -> DateSpan | None:
 
 def find_dates(text: str, now: datetime) -> list[DateSpan]:
     """Dates and periods mentioned in ``text`` ("13 October 2023", "in June",
-    "2023-10-13", "yesterday", "last week", "three weeks ago", "the past two
-    months", "last weekend")."""
+    "2023-10-13", "yesterday", "last week", "three weeks ago", "last weekend")."""
     spans: list[DateSpan] = []
     taken: list[tuple[int, int]] = []
     for pattern, kind in _DATE_PATTERNS:
