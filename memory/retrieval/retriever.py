@@ -39,6 +39,7 @@ candidates before anything is ranked or borrowed.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -193,11 +194,14 @@ class Retriever:
         ctx = self.ctx
         started = time.perf_counter()
         embed_ms = ctx.timings.get("embed_ms", 0.0)  # the whole query's
-        ranked: list[tuple[str, list[Hit]]] = []
-        for text in texts:
+
+        async def one(text: str) -> tuple[str, list[Hit]]:
             part = await ctx.plan(guild_id, text)
-            pqv = await ctx.query_vector(guild_id, part)
-            ranked.append((text, await run(part, pqv)))
+            return text, await run(part, await ctx.query_vector(guild_id, part))
+
+        # The parts are independent searches: their SQL, vector products and
+        # embeddings run on the reader and helper threads side by side.
+        ranked = list(await asyncio.gather(*(one(text) for text in texts)))
         ctx.timings["parts_ms"] = (time.perf_counter() - started) * 1000
         ctx.timings["embed_ms"] = embed_ms
         return fuse_parts(hits, ranked, limit, ctx.tuning.part_fusion)
