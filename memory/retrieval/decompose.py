@@ -17,15 +17,19 @@ commas), pure and deterministic:
 * A coordination is a list of two or more *conjuncts* joined by commas and
   a final "and"/"or" ("X and Y", "X, Y, and Z", "X or Y").
 * Where the list starts: right after a marker that introduces it —
-  "between", "both", "either", "among", "including", "like", "such as", or a
-  comma closing the question's head ("Which came first, X or Y?") — so the
+  "between", "both", "either", "among", "including", "such as", or a comma
+  closing the question's head ("Which came first, X or Y?") — so the
   first conjunct is everything from there. Without a marker the first
   conjunct is the run of content words just before the first joiner
   ("gifts for my coworker and brother" → "coworker").
 * Where it ends: with a marker, the last conjunct runs to the end of the
-  clause (a comma or the question mark). Without one, the last conjunct is as
-  many content words as the first ("kids and her husband like" →
-  "husband"); what follows stays shared by every part ("like").
+  clause (a comma or the question mark) — unless the first conjunct is a
+  bare run of content words ("both Kate and Elise like"), then it is
+  measured as below. Without a marker, both conjuncts are as many content
+  words as the shorter run beside the joiner ("Melanie's kids and her
+  husband like" → "Melanie's kids", "husband"); what follows stays shared by
+  every part ("like"). A joiner followed by a subject pronoun joins clauses
+  and is skipped.
 * Each part is the question with the other conjuncts taken out, so it keeps
   the shared frame ("How many hours of ... did I do last week?").
 
@@ -41,13 +45,15 @@ from dataclasses import dataclass
 from memory.retrieval.scoring import STOP_WORDS
 
 MAX_PARTS = 4
-# Words a shorter conjunct may not be (a determiner or pronoun alone is
-# not something to search for).
 _JOINERS = frozenset({"and", "or"})
 # Words that open a list whose first conjunct is everything after them.
 _MARKERS = frozenset({"between", "both", "either", "among", "amongst", "including"})
 _MARKER_PAIRS = (("such", "as"),)
 _WH = frozenset({"what", "which", "who", "whom", "whose", "when", "where", "why", "how"})
+# A joiner followed by a subject pronoun joins two clauses ("..., and I was
+# wondering"), not two things asked about.
+_PRONOUNS = frozenset({"i", "you", "he", "she", "we", "they", "it"})
+_POSSESSIVE = re.compile(r"['\u2019][sS]$")
 # A question of more than one sentence is not split (module doc); an
 # abbreviation's full stop ("St. Mary's", "Dr. Lee") does not end one.
 _SENTENCE_END = re.compile(r"(?<![A-Z][a-z])(?<![A-Z])[.!?]+\s+(?=[A-Z0-9'\"])")
@@ -86,7 +92,6 @@ class Coordination:
     """Conjunct spans (token index ranges, end exclusive) of one list."""
 
     conjuncts: tuple[tuple[int, int], ...]
-    marked: bool = False  # a marker or a head comma opened the list
 
 
 def _tokens(text: str) -> list[_Tok]:
@@ -115,10 +120,6 @@ def _marker_end(toks: list[_Tok], i: int) -> int | None:
         if t.kind == "word" and t.low == b and i > 0 and toks[i - 1].low == a:
             return i + 1
     return None
-
-
-_PRONOUNS = frozenset({"i", "you", "he", "she", "we", "they", "it"})
-_POSSESSIVE = re.compile(r"['\u2019][sS]$")
 
 
 def _head_comma(toks: list[_Tok], i: int) -> bool:
@@ -206,10 +207,10 @@ def _coordination_at(toks: list[_Tok], j: int) -> tuple[bool, Coordination] | No
         else:
             last_end = clause_end
         spans = _spans(toks, marker, seps, last_end, skip_lead=False)
-        return None if spans is None else (True, Coordination(spans, marked=True))
+        return None if spans is None else (True, Coordination(spans))
     if len(commas) == 1 and toks[j].low == "or" and _head_comma(toks, commas[0]):
         spans = _spans(toks, commas[0] + 1, [j], clause_end, skip_lead=False)
-        return None if spans is None else (True, Coordination(spans, marked=True))
+        return None if spans is None else (True, Coordination(spans))
     # No marker: a comma separates conjuncts only between short runs.
     seps = [j]
     edge = j - 1 if toks[j - 1].text == "," else j  # an Oxford comma belongs to the joiner
