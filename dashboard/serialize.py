@@ -92,6 +92,10 @@ def hit_json(h: Hit, names: Mapping[str, str] | None = None) -> dict[str, Any]:
         "newerFirstScore": num(p.newer_first),
         # What a related fact among the candidates added.
         "relatedScore": num(p.related),
+        # Signed: what fusing the rankings of the query's parts moved into
+        # combined, and the part whose ranking found the hit ("" = whole query).
+        "decomposedScore": num(p.decomposed),
+        "queryPart": p.query_part,
         "combinedScore": num(p.combined),
         "passed": bool(p.passed),
     }

@@ -199,6 +199,11 @@ class ScoreParts:
     # What a related fact among the candidates added to ``combined``
     # (memory.retrieval.related).
     related: float = 0.0
+    # What fusing the rankings of the query's parts added to ``combined``, and
+    # the part whose ranking voted most for the hit ("" for the whole query;
+    # memory.retrieval.part_fusion).
+    decomposed: float = 0.0
+    query_part: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -216,6 +221,8 @@ class ScoreParts:
             "canon": self.canon,
             "newer_first": self.newer_first,
             "related": self.related,
+            "decomposed": self.decomposed,
+            "query_part": self.query_part,
             "combined": self.combined,
             "passed": self.passed,
         }

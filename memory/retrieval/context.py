@@ -23,6 +23,7 @@ from memory.retrieval.addressed import (
 )
 from memory.retrieval.gate_calibration import GateTable
 from memory.retrieval.newer_first import DEFAULT_NEWER_FIRST, NewerFirstRule
+from memory.retrieval.part_fusion import DEFAULT_PART_FUSION, PartFusionRule
 from memory.retrieval.query import EMPTY_NAMES, MemberNames, QueryPlan, plan_query
 from memory.retrieval.scoring import (
     DEFAULT_MESSAGE_WEIGHTS,
@@ -46,7 +47,7 @@ _C = TypeVar("_C")
 
 @dataclass(frozen=True)
 class RetrievalTuning:
-    """Candidate counts, caches and the newer-first rule (``RetrievalConfig``
+    """Candidate counts, caches, the newer-first rule and the fusion of a query's parts (``RetrievalConfig``
     holds the configured limits)."""
 
     message_candidates: int = 200  # nearest messages and BM25 matches, each
@@ -60,6 +61,7 @@ class RetrievalTuning:
     vector_cache: VectorCacheConfig = field(default_factory=VectorCacheConfig)
     newer_first: NewerFirstRule = DEFAULT_NEWER_FIRST
     addressed: AddressRule = DEFAULT_ADDRESS_RULE
+    part_fusion: PartFusionRule = DEFAULT_PART_FUSION
 
 
 class SearchContext:

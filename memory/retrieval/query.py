@@ -210,6 +210,38 @@ _DATE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 _RELATIVE = re.compile(
     r"\b(today|yesterday|(?:last|this|past)\s+(?:week|month|year))\b", re.IGNORECASE
 )
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3, "few": 3,
+}  # fmt: skip
+_COUNT = r"(\d{1,3}|a couple of|a few|few|an?|one|two|three|four|five|six|seven|eight|nine|ten)"
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+# "three weeks ago", "a month ago": around that day, give or take a quarter
+# of the distance (a person rounds), at least two days.
+_AGO = re.compile(r"\b" + _COUNT + r"\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE)
+# "last weekend", "the past weekend": from the latest Saturday before today
+# until today, since what was done at the weekend is often told days later.
+_WEEKEND = re.compile(r"\b(?:last|past|this)\s+weekend\b", re.IGNORECASE)
+
+
+def _relative_spans(text: str, today: date) -> list[DateSpan]:
+    """Spans of "N units ago" and "last weekend"."""
+    spans: list[DateSpan] = []
+    for m in _AGO.finditer(text):
+        back = _count(m.group(1)) * _UNIT_DAYS[m.group(2).lower()]
+        slack = max(2, back // 4)
+        spans.append(
+            DateSpan(today - timedelta(days=back + slack), today - timedelta(days=back - slack - 1))
+        )
+    if _WEEKEND.search(text):
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7 or 7)
+        spans.append(DateSpan(saturday, today + timedelta(days=1)))
+    return spans
+
+
+def _count(word: str) -> int:
+    w = " ".join(word.lower().split())
+    return int(w) if w.isdigit() else _NUMBERS.get(w, 1)
 
 
 @dataclass(frozen=True)
@@ -247,7 +279,7 @@ def _day_span(year: int, month: int, day: int) -> DateSpan | None:
 
 def find_dates(text: str, now: datetime) -> list[DateSpan]:
     """Dates and periods mentioned in ``text`` ("13 October 2023", "in June",
-    "2023-10-13", "yesterday", "last week")."""
+    "2023-10-13", "yesterday", "last week", "three weeks ago", "last weekend")."""
     spans: list[DateSpan] = []
     taken: list[tuple[int, int]] = []
     for pattern, kind in _DATE_PATTERNS:
@@ -269,6 +301,7 @@ def find_dates(text: str, now: datetime) -> list[DateSpan]:
             _, unit = word.split()
             days = {"week": 7, "month": 31, "year": 366}[unit]
             spans.append(DateSpan(today - timedelta(days=days), today + timedelta(days=1)))
+    spans.extend(_relative_spans(text, today))
     return spans
 
 

@@ -23,6 +23,14 @@ earlier statement's place and score (``memory.retrieval.newer_first``). Facts
 and messages share the 0..1 scale of ``combined``, so ``scope="all"`` merges
 them by score.
 
+A question that combines several things ("... between my visit to the
+dentist and buying the bike?", "What do Kate and Elise both play?") is also
+searched part by part (``memory.retrieval.decompose``), each part with its
+own plan and embedding, and the parts' rankings are fused into the whole
+question's (``memory.retrieval.part_fusion``): search and the prompt slice
+alike, each hit's ``parts.decomposed`` and ``parts.query_part`` telling what
+that moved and which part found it.
+
 Vector KNN uses an in-memory matrix per (guild, model) and falls back to the
 sqlite-vec index while the matrix loads (``memory.retrieval.vector_search``).
 The guild filter is always in SQL; channel visibility is applied to
@@ -33,8 +41,9 @@ candidates before anything is ranked or borrowed.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 from memory.clock import Clock, iso
@@ -42,10 +51,12 @@ from memory.config import RetrievalConfig
 from memory.embed.service import EmbeddingService
 from memory.models import EPISODE_SUBJECT, LORE_SUBJECT, Hit, PromptSlice, SearchScope
 from memory.retrieval.attribution import NAMED_COVER_WITHIN, attributed
-from memory.retrieval.context import Mode, RetrievalTuning, SearchContext
+from memory.retrieval.context import Mode, QueryVector, RetrievalTuning, SearchContext
+from memory.retrieval.decompose import decompose
 from memory.retrieval.facts import FactSearch
 from memory.retrieval.filters import FactFilter
 from memory.retrieval.messages import MessageSearch
+from memory.retrieval.part_fusion import fuse_parts
 from memory.retrieval.query import MAX_QUERY_CHARS, QueryPlan
 from memory.retrieval.related import slice_related
 from memory.retrieval.scoring import (
@@ -151,6 +162,74 @@ class Retriever:
         qv = await ctx.query_vector(guild_id, plan)
         mode: Mode = "strict" if gate else "all"
         at = None if as_of is None else iso(as_of)
+        texts = self._parts(plan)
+        # Fused rankings are read deeper than the limit (PartFusionRule.depth).
+        depth = max(limit, ctx.tuning.part_fusion.depth) if texts else limit
+        args = (channel_id, depth, scope, mode, visible_channels, at, only, subjects)
+        hits = await self._ranked(guild_id, plan, qv, *args)
+        calibration = ctx.gates.calibration_for(qv and qv[0])
+        covering = hits[:limit]
+        if gate and plan.named:
+            # A query about members is covered only by a hit about them.
+            names = await ctx.member_names(guild_id)
+            covering = [h for h in hits[:NAMED_COVER_WITHIN] if attributed(h, plan.named, names)]
+        if gate and not calibration.covers(h.parts for h in covering):
+            hits = []  # nothing in memory is about this query (and its members)
+        elif hits and texts:
+
+            async def part_hits(part: QueryPlan, pqv: QueryVector | None) -> list[Hit]:
+                return await self._ranked(guild_id, part, pqv, *args)
+
+            hits = await self._with_parts(guild_id, texts, hits, limit, part_hits, visible_channels)
+        ctx.timings["search_ms"] = (time.perf_counter() - started) * 1000
+        return hits[:limit]
+
+    def _parts(self, plan: QueryPlan) -> tuple[str, ...]:
+        """The parts the query combines (``memory.retrieval.decompose``); none
+        when fusing them is switched off."""
+        return decompose(plan.text) if self.ctx.tuning.part_fusion.enabled else ()
+
+    async def _with_parts(
+        self,
+        guild_id: str,
+        texts: Sequence[str],
+        hits: list[Hit],
+        limit: int,
+        run: Callable[[QueryPlan, QueryVector | None], Awaitable[list[Hit]]],
+        visible_channels: set[str] | None,
+    ) -> list[Hit]:
+        """``hits`` fused with the rankings of the query's parts ``texts``
+        (``memory.retrieval.part_fusion``), at most ``limit``."""
+        ctx = self.ctx
+        started = time.perf_counter()
+        embed_ms = ctx.timings.get("embed_ms", 0.0)  # the whole query's
+
+        async def one(text: str) -> tuple[str, list[Hit]]:
+            part = await ctx.plan(guild_id, text, visible_channels)
+            return text, await run(part, await ctx.query_vector(guild_id, part))
+
+        # The parts are independent searches: their SQL, vector products and
+        # embeddings run on the reader and helper threads side by side.
+        ranked = list(await asyncio.gather(*(one(text) for text in texts)))
+        ctx.timings["parts_ms"] = (time.perf_counter() - started) * 1000
+        ctx.timings["embed_ms"] = embed_ms
+        return fuse_parts(hits, ranked, limit, ctx.tuning.part_fusion)
+
+    async def _ranked(
+        self,
+        guild_id: str,
+        plan: QueryPlan,
+        qv: QueryVector | None,
+        channel_id: str | None,
+        limit: int,
+        scope: SearchScope,
+        mode: Mode,
+        visible_channels: set[str] | None,
+        at: str | None,
+        only: FactFilter | None,
+        subjects: list[str] | None,
+    ) -> list[Hit]:
+        """Fact and message hits of one query, best first."""
         hits: list[Hit] = []
         if scope in ("facts", "all"):
             hits.extend(
@@ -174,17 +253,7 @@ class Retriever:
                 )
             )
         hits.sort(key=lambda h: -h.score)
-        if gate:
-            covering = hits
-            if plan.named:
-                names = await ctx.member_names(guild_id)
-                covering = [
-                    h for h in hits[:NAMED_COVER_WITHIN] if attributed(h, plan.named, names)
-                ]
-            if not ctx.gates.calibration_for(qv and qv[0]).covers(h.parts for h in covering):
-                hits = []  # nothing in memory is about this query (and its members)
-        ctx.timings["search_ms"] = (time.perf_counter() - started) * 1000
-        return hits[:limit]
+        return hits
 
     async def build_prompt_slice(
         self,
@@ -251,17 +320,29 @@ class Retriever:
             ]
         messages: list[Hit] = []
         if query.strip():
-            messages = await self.messages.hits(
-                guild_id,
-                plan,
-                qv,
-                channel_id,
-                ctx.cfg.relevant_messages,
-                "fallback",
-                visible_channels,
-                exclude_message_ids,
-                at,
-            )
+            texts = self._parts(plan)
+            limit = ctx.cfg.relevant_messages
+            depth = max(limit, ctx.tuning.part_fusion.depth) if texts else limit
+
+            async def message_hits(part: QueryPlan, pqv: QueryVector | None) -> list[Hit]:
+                return await self.messages.hits(
+                    guild_id,
+                    part,
+                    pqv,
+                    channel_id,
+                    depth,
+                    "fallback",
+                    visible_channels,
+                    exclude_message_ids,
+                    at,
+                )
+
+            messages = await message_hits(plan, qv)
+            if messages and texts:
+                messages = await self._with_parts(
+                    guild_id, texts, messages, limit, message_hits, visible_channels
+                )
+            messages = messages[:limit]
         # Past messages of the same channel come first (stable sort
         # keeps the score order inside each group).
         messages.sort(key=lambda h: h.channel_id != channel_id)
