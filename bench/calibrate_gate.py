@@ -3,7 +3,7 @@
     PYTHONPATH=. .venv/bin/python bench/calibrate_gate.py \\
         --locomo locomo-dev.json --locomo realtalk-dev.json \\
         --longmemeval longmemeval-dev-oracle.json [--longmemeval-db DIR S.json.gz] \\
-        [--json bench/results/gate-calibration.json] [--write FILE]
+        [--json bench/results/gate-calibration.json] [--write FILE] [--embedding e5]
 
 Every data set goes through the offline engine as the benchmarks ingest it
 (``evals``), and every question is searched once in the ranking view
@@ -45,6 +45,7 @@ import numpy as np
 from evals import locomo, longmemeval
 from evals.common import SettableClock, ingest, offline_memory, warm
 from memory import Hit, Memory
+from memory.embed.e5 import MultilingualE5Embedder
 from memory.retrieval.gate_calibration import (
     GateCalibration,
     dump_calibrations,
@@ -90,11 +91,19 @@ async def ranking(memory: Memory, guild_id: str, query: str) -> list[Hit]:
     return await memory.search(guild_id, query, limit=DEPTH, scope="all", gate=False)
 
 
-async def collect_locomo(path: Path, threads: int) -> tuple[list[Probe], str]:
+def make_embedder(name: str, threads: int) -> Any:
+    """The embedder to calibrate: None is the engine's default (MiniLM)."""
+    if name == "minilm":
+        return None
+    return MultilingualE5Embedder(threads=threads)
+
+
+async def collect_locomo(path: Path, threads: int, embedding: str) -> tuple[list[Probe], str]:
     name = path.stem
     convs = await asyncio.to_thread(locomo.load, path)
     out: list[Probe] = []
-    async with offline_memory(threads=threads) as memory:
+    embedder = make_embedder(embedding, threads)
+    async with offline_memory(threads=threads, embedder=embedder) as memory:
         messages = [locomo.incoming(c, t) for c in convs for t in c.turns]
         await ingest(memory, messages)
         model = memory.embeddings.model_for_guild(convs[0].guild_id) or "none"
@@ -118,13 +127,16 @@ async def collect_locomo(path: Path, threads: int) -> tuple[list[Probe], str]:
 
 
 async def collect_longmemeval(
-    path: Path, threads: int, db: Path | None, label: str
+    path: Path, threads: int, db: Path | None, label: str, embedding: str
 ) -> tuple[list[Probe], str]:
     items = await asyncio.to_thread(longmemeval.load, path)
     clock = SettableClock()
     out: list[Probe] = []
     model = "none"
-    async with offline_memory(data_dir=db, threads=threads, clock=clock) as memory:
+    embedder = make_embedder(embedding, threads)
+    async with offline_memory(
+        data_dir=db, threads=threads, clock=clock, embedder=embedder
+    ) as memory:
         for item in items:
             clock.set(item.asked_at)
             if not (db is not None and await longmemeval.stored(memory, item)):
@@ -257,6 +269,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the sweep here")
     ap.add_argument("--write", type=Path, help="write or merge the calibration file here")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--embedding",
+        choices=("minilm", "e5"),
+        default="minilm",
+        help="the bundled model to calibrate: MiniLM or multilingual e5",
+    )
     args = ap.parse_args(argv)
 
     probes: list[Probe] = []
@@ -267,18 +285,22 @@ def main(argv: list[str] | None = None) -> int:
         models = set(cached["models"])
     else:
         for path in args.locomo:
-            got, model = asyncio.run(collect_locomo(path, args.threads))
+            got, model = asyncio.run(collect_locomo(path, args.threads, args.embedding))
             probes += got
             models.add(model)
             print(f"{path.name}: {len(got)} probes", file=sys.stderr)
         for path in args.longmemeval:
-            got, model = asyncio.run(collect_longmemeval(path, args.threads, None, path.stem))
+            got, model = asyncio.run(
+                collect_longmemeval(path, args.threads, None, path.stem, args.embedding)
+            )
             probes += got
             models.add(model)
             print(f"{path.name}: {len(got)} probes", file=sys.stderr)
         for db, file in args.longmemeval_db:
             label = Path(file).name.split(".")[0]
-            got, model = asyncio.run(collect_longmemeval(Path(file), args.threads, Path(db), label))
+            got, model = asyncio.run(
+                collect_longmemeval(Path(file), args.threads, Path(db), label, args.embedding)
+            )
             probes += got
             models.add(model)
             print(f"{label}: {len(got)} probes", file=sys.stderr)
