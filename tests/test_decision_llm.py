@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from memory.config import IngestConfig
 from memory.engine import Memory
 from memory.errors import DecisionError
 from memory.ingest.decision import CurrentFact
@@ -188,7 +189,13 @@ async def test_one_call_per_batch_and_facts_new_to_the_model_go_to_the_rules(
     fake_openai.script_decisions(
         decisions(("supersede", 1, None), ("add", None, None), ("add", None, None))
     )
-    mem = await make_memory(embeddings="none", decider=LLMDecider(fake_llm_client, "m"))
+    # The batch must hold all three: a worker waits long enough to fill it
+    # even when each acknowledged insert is slow (PostgreSQL under load).
+    mem = await make_memory(
+        embeddings="none",
+        decider=LLMDecider(fake_llm_client, "m"),
+        ingest=IngestConfig(batch_wait_s=1.0),
+    )
     await ingest(mem, msg("I live in Oslo", id="930000000000000021", created_at=OLD_AT))
     batch: list[IncomingMessage] = [
         msg("I moved to Porto", id="930000000000000022", created_at="2024-01-01T10:00:00.000Z"),
