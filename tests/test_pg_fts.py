@@ -376,3 +376,30 @@ def test_bm25_is_fts5s_own_for_words_said_once_or_often_and_for_prefixes(
         assert want and set(got) == set(want), match
         for rowid, score in want.items():
             assert got[rowid] == pytest.approx(score, rel=1e-9, abs=1e-12), (match, rowid)
+
+
+def test_the_pruning_bound_is_the_largest_part_a_row_gives_the_word(pg_conn: Any) -> None:
+    """What ``best_ranked`` may stop on: a word's part of BM25 in any row is
+    at most the bound ``bm25`` measured — the largest one over the table,
+    not the ceiling k1 + 1 (which would stop it far later); a prefix keeps
+    the ceiling."""
+    from memory.store import postgres
+    from memory.store.fts import K1, B, bm25
+
+    texts = ["beta", "beta beta beta beta", "alpha the the the", "beta gamma delta", "the"]
+    for sql, args in [pg.message_row(i + 1, f"m{i}", t) for i, t in enumerate(texts)]:
+        pg_conn.execute(sql.replace("?", "%s"), args)
+    pg_conn.row_factory = postgres.row_factory
+    con = postgres.PgConnection(pg_conn, postgres.identity_columns(pg_conn))
+    lengths = [len(t.split()) for t in texts]
+    avgdl = sum(lengths) / len(lengths)
+
+    def part(f: int, dl: int) -> float:
+        return f * (K1 + 1) / (f + K1 * (1 - B + B * dl / avgdl))
+
+    stats = bm25(con, "messages_fts", '"beta" OR "the" OR "gamm"*')
+    assert stats is not None
+    most = {expr: m for expr, _, m in stats.phrases}
+    assert most['"beta"'] == pytest.approx(max(part(1, 1), part(4, 4), part(1, 3)))
+    assert most['"the"'] == pytest.approx(max(part(3, 4), part(1, 1)))
+    assert most['"gamm"*'] == K1 + 1

@@ -63,11 +63,13 @@ def best_ranked(
     FTS5 ranks thousands of matches of a common word in C; PostgreSQL ranks
     each row in SQL, so ranking every row that holds "the" is what makes a
     search slow. A row's BM25 is a sum over the phrases it holds, each part
-    below ``idf × (k1 + 1)``. So the rows holding one of the rarest phrases are
-    ranked first (by every phrase, as always); if ``limit`` of them score above
-    what the remaining phrases together could give any other row, no other
-    row can enter the answer, and it is the exact answer. Otherwise the next
-    rarest phrase joins, up to the whole expression. SQLite: the one query."""
+    at most ``idf ×`` the largest term-frequency part any row of the table
+    gives that phrase (``Bm25.phrases``; ``k1 + 1`` when not measured). So
+    the rows holding one of the rarest phrases are ranked first (by every
+    phrase, as always); if ``limit`` of them score above what the remaining
+    phrases together could give any other row, no other row can enter the
+    answer, and it is the exact answer. Otherwise the next rarest phrase
+    joins, up to the whole expression. SQLite: the one query."""
     if dialect_of(con) != "postgresql":
         q = fts_query(con, table, match)
         return [] if q is None else run(q)
@@ -76,14 +78,15 @@ def best_ranked(
         return []
     ordered = sorted(stats.phrases, key=lambda p: -p[1])
     for n in range(1, len(ordered) + 1):
-        part = " OR ".join(expr for expr, _ in ordered[:n])
+        part = " OR ".join(expr for expr, _, _ in ordered[:n])
         rows = run(stats.query(table, part))
         if n == len(ordered):
             return rows
         if len(rows) < limit:
             continue
-        rest = sum((K1 + 1) * idf for _, idf in ordered[n:])
-        if rest < -rank_of(rows[-1]):
+        rest = sum(most * idf for _, idf, most in ordered[n:])
+        # A hair of slack: the bound and the row's score add in other orders.
+        if rest * (1 + 1e-9) + 1e-12 < -rank_of(rows[-1]):
             return rows
     return []
 
@@ -112,7 +115,9 @@ class Bm25:
     match expression writes it) with its IDF, its words as the index holds
     them, and the table's mean row length."""
 
-    phrases: tuple[tuple[str, float], ...]  # (phrase expression, idf)
+    # (phrase expression, idf, the largest term-frequency part of BM25 any row
+    # of the table gives it: at most k1 + 1)
+    phrases: tuple[tuple[str, float, float], ...]
     terms: tuple[tuple[str, bool, float], ...]  # (lexeme, prefix, idf)
     avgdl: float
 
@@ -192,25 +197,27 @@ COUNT_BOUNDS = _count_bounds()
 
 
 class _Counts:
-    """How many rows match a phrase, kept while the table's totals (rows and
-    tokens) are what they were when it was counted: counting a common word's
-    rows is the costly part of a search, and the totals move with nearly any
-    write, which then counts again."""
+    """How many rows match a phrase and the largest term-frequency part one
+    of them gives it, kept while the table's totals (rows and tokens) are
+    what they were when counted: counting a common word's rows is the costly
+    part of a search, and the totals move with nearly any write, which then
+    counts again (an edit that keeps both totals keeps the old figures until
+    the next write that moves them)."""
 
     SIZE = 4096
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[str, str, str, int, int], int] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str, str, int, int], tuple[int, float]] = OrderedDict()
 
-    def get(self, key: tuple[str, str, str, int, int]) -> int | None:
+    def get(self, key: tuple[str, str, str, int, int]) -> tuple[int, float] | None:
         with self._lock:
             found = self._items.get(key)
             if found is not None:
                 self._items.move_to_end(key)
             return found
 
-    def put(self, key: tuple[str, str, str, int, int], hits: int) -> None:
+    def put(self, key: tuple[str, str, str, int, int], hits: tuple[int, float]) -> None:
         with self._lock:
             self._items[key] = hits
             while len(self._items) > self.SIZE:
@@ -244,6 +251,31 @@ def _lexemes(con: Any, term: str) -> tuple[str, ...]:
     return words
 
 
+def _count(
+    con: Any, table: str, expr: str, words: tuple[str, ...], avgdl: float
+) -> tuple[int, float]:
+    """How many rows hold phrase ``expr``, and the largest term-frequency
+    part of BM25 one of them gives it — measured for a phrase of one word
+    (``words``), else its ceiling k1 + 1."""
+    if len(words) != 1:
+        sql = f"SELECT count(*), ?::float8 FROM {table} WHERE tsv @@ guildlore_fts_match(?)"
+        row = con.execute(sql, (K1 + 1, expr)).fetchone()
+        return int(row[0]), float(row[1])
+    count = (
+        f"width_bucket(ts_rank({table}.tsv, quote_literal(?::text)::tsquery), ?::float4[])::float8"
+    )
+    sql = (
+        f"SELECT count(*), coalesce(max({count} * ?::float8 / ({count} + ?::float8 * "
+        f"(?::float8 + ?::float8 * {table}.len / ?::float8))), 0) "
+        f"FROM {table} WHERE tsv @@ guildlore_fts_match(?)"
+    )
+    (word,) = words
+    row = con.execute(
+        sql, (word, COUNT_BOUNDS, K1 + 1, word, COUNT_BOUNDS, K1, 1 - B, B, avgdl, expr)
+    ).fetchone()
+    return int(row[0]), min(float(row[1]), K1 + 1)
+
+
 def bm25(con: Any, table: str, match: str) -> Bm25 | None:
     """The BM25 inputs for ``match`` against ``table`` (None: no word)."""
     wanted = phrases(match)
@@ -256,24 +288,22 @@ def bm25(con: Any, table: str, match: str) -> Bm25 | None:
     n_rows = int(docs)
     avgdl = float(tokens) / n_rows if n_rows else 1.0
     terms: list[tuple[str, bool, float]] = []
-    found: list[tuple[str, float]] = []
+    found: list[tuple[str, float, float]] = []
     for term, prefix in wanted:
         expr = '"' + term.replace('"', '""') + '"' + ("*" if prefix else "")
+        # Its words as the index holds them (case, diacritics).
+        words = _lexemes(con, term)
         # The phrase's rows, as FTS5 counts them: every row of the table.
         key = (con.database, table, expr, n_rows, int(tokens))
-        hits = _PHRASE_ROWS.get(key)
-        if hits is None:
-            hits = int(
-                con.execute(
-                    f"SELECT count(*) FROM {table} WHERE tsv @@ guildlore_fts_match(?)", (expr,)
-                ).fetchone()[0]
-            )
-            _PHRASE_ROWS.put(key, hits)
+        counted = _PHRASE_ROWS.get(key)
+        if counted is None:
+            counted = _count(con, table, expr, words if not prefix else (), avgdl or 1.0)
+            _PHRASE_ROWS.put(key, counted)
+        hits, most = counted
         idf = math.log((n_rows - hits + 0.5) / (hits + 0.5)) if n_rows else 0.0
         idf = idf if idf > 0 else 1e-6  # FTS5's floor for a word in most rows
-        found.append((expr, idf))
-        # Its words as the index holds them (case, diacritics).
-        for lexeme in _lexemes(con, term):
+        found.append((expr, idf, most))
+        for lexeme in words:
             item = (lexeme, prefix, idf)
             if item not in terms:
                 terms.append(item)
