@@ -68,8 +68,9 @@ def best_ranked(
     the rows holding one of the rarest phrases are ranked first (by every
     phrase, as always); if ``limit`` of them score above what the remaining
     phrases together could give any other row, no other row can enter the
-    answer, and it is the exact answer. Otherwise the next rarest phrase
-    joins, up to the whole expression. SQLite: the one query."""
+    answer, and it is the exact answer (as exact as the counted bounds are
+    current: see ``_Counts``). Otherwise the next rarest phrase joins, up to
+    the whole expression. SQLite: the one query."""
     if dialect_of(con) != "postgresql":
         q = fts_query(con, table, match)
         return [] if q is None else run(q)
