@@ -13,7 +13,7 @@ from typing import Any
 from memory.clock import iso
 from memory.errors import ExtractionError
 from memory.extract.base import ExtractionItem
-from memory.models import Candidate, IncomingMessage
+from memory.models import Candidate, Hit, IncomingMessage, ScoreParts
 
 _ids = itertools.count(1_000_000_000_000_000)
 
@@ -217,3 +217,35 @@ async def journal_files(mem: Any) -> list[Path]:
 async def journal_text(mem: Any) -> str:
     """Every journal day file's text, oldest day first (see ``journal_files``)."""
     return "\n".join(p.read_text(encoding="utf-8") for p in reversed(await journal_files(mem)))
+
+
+def make_hit(
+    id: str,
+    text: str,
+    *,
+    score: float = 0.5,
+    subject: str = "u-alice",
+    kind: str = "message",
+    created_at: str = "2023-01-01T00:00:00.000Z",
+    guild_id: str = "g",
+) -> Hit:
+    """A search hit for the ranking rules' tests: its semantic part is
+    ``score`` (the combined score too), the rest neutral."""
+    parts = ScoreParts(
+        lexical=0.0, semantic=score, confidence=0.5, recency=0.0, channel=0.0, combined=score
+    )
+    return Hit(
+        kind=kind,  # type: ignore[arg-type]
+        id=id,
+        guild_id=guild_id,
+        channel_id="c",
+        subject=subject,
+        text=text,
+        fact_type=None,
+        evidence_text=None,
+        source_message_id=id if kind == "message" else None,
+        confidence=0.5,
+        created_at=created_at,
+        score=score,
+        parts=parts,
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory.models import Hit, ScoreParts
+from memory.models import Hit
 from memory.retrieval.attribution import (
     about_author,
     addressed,
@@ -11,26 +11,13 @@ from memory.retrieval.attribution import (
     speaks_to_other,
 )
 from memory.retrieval.query import MemberNames, find_names
+from tests.helpers import make_hit
 
 NAMES = MemberNames.build([("u-alice", "Alice"), ("u-bob", "Bob Stone")])
 
 
 def _hit(kind: str, subject: str, text: str) -> Hit:
-    return Hit(
-        kind=kind,  # type: ignore[arg-type]
-        id="1",
-        guild_id="g",
-        channel_id="c",
-        subject=subject,
-        text=text,
-        fact_type=None,
-        evidence_text=None,
-        source_message_id=None,
-        confidence=1.0,
-        created_at="2026-01-01T00:00:00+00:00",
-        score=1.0,
-        parts=ScoreParts(lexical=0.5, semantic=0.5, confidence=1.0, recency=1.0, channel=0.0),
-    )
+    return make_hit("1", text, subject=subject, kind=kind)
 
 
 def test_first_person_words_in_the_guards_languages() -> None:

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from dashboard.serialize import hit_json
-from memory.models import Hit, ScoreParts
+from memory.models import Hit
 from memory.retrieval.decompose import decompose, one_sentence
 from memory.retrieval.part_fusion import PartFusionRule, fuse_parts
-from tests.helpers import ALICE, BOB, CHANNEL, GUILD, msg
+from tests.helpers import ALICE, BOB, CHANNEL, GUILD, make_hit, msg
 
 # -- splitting a question ------------------------------------------------------------------------
 
@@ -105,24 +105,7 @@ def test_one_sentence_ignores_abbreviations() -> None:
 
 
 def _hit(name: str, score: float) -> Hit:
-    parts = ScoreParts(
-        lexical=0.0, semantic=score, confidence=0.5, recency=0.0, channel=0.0, combined=score
-    )
-    return Hit(
-        kind="message",
-        id=name,
-        guild_id=GUILD,
-        channel_id="c",
-        subject=ALICE,
-        text=name,
-        fact_type=None,
-        evidence_text=None,
-        source_message_id=name,
-        confidence=0.5,
-        created_at="2023-01-01T00:00:00.000Z",
-        score=score,
-        parts=parts,
-    )
+    return make_hit(name, name, score=score, subject=ALICE, guild_id=GUILD)
 
 
 def _ids(hits: Sequence[Hit]) -> list[str]:

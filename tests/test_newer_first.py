@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dashboard.serialize import hit_json
-from memory.models import Hit, ScoreParts
+from memory.models import Hit
 from memory.retrieval.newer_first import DEFAULT_NEWER_FIRST, NewerFirstRule, newer_first, phrases
-from tests.helpers import ALICE, BOB, CHANNEL, GUILD, msg
+from tests.helpers import ALICE, BOB, CHANNEL, GUILD, make_hit, msg
 
 QUERY = "How long have I been using my Fitbit Charge 3?"
 JAN = "2023-01-10T09:00:00.000Z"
@@ -26,23 +26,8 @@ def _hit(
     author: str = ALICE,
     kind: str = "message",
 ) -> Hit:
-    parts = ScoreParts(
-        lexical=0.0, semantic=score, confidence=0.5, recency=0.0, channel=0.0, combined=score
-    )
-    return Hit(
-        kind=kind,  # type: ignore[arg-type]
-        id=f"m{n}",
-        guild_id=GUILD,
-        channel_id="c",
-        subject=author,
-        text=text,
-        fact_type=None,
-        evidence_text=None,
-        source_message_id=f"m{n}",
-        confidence=0.5,
-        created_at=created_at,
-        score=score,
-        parts=parts,
+    return make_hit(
+        f"m{n}", text, score=score, subject=author, kind=kind, created_at=created_at, guild_id=GUILD
     )
 
 
