@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dashboard.serialize import hit_json
+from memory.clock import iso
 from memory.retrieval.addressed import (
     AddressedNames,
     AddressRule,
@@ -225,3 +226,30 @@ async def test_a_word_that_names_nobody_is_not_looked_up_again_for_a_while(
     )
     assert await kept.resolve_words(GUILD, query, names) == {}  # still the cached answer
     assert await fresh.resolve_words(GUILD, query, names) == {"Kate": ALICE}
+
+
+async def test_a_search_of_the_past_does_not_learn_a_name_from_later_messages(
+    make_memory: Callable[..., Any],
+) -> None:
+    mem = await make_memory()
+    await _ingest(
+        mem,
+        [
+            _emi("I went skiing in Aspen with my cousins.", 1),
+            _elise("I tried skiing once in Vermont.", 2),
+            # Only later does the chat call Emi "Kate".
+            _elise("Hey Kate! How was your weekend?", 40),
+            _emi("Lovely, thanks.", 41),
+            _elise("Thanks, Kate! See you", 42),
+            _emi("See you!", 43),
+            _elise("Hey Kate, ready?", 44),
+            _emi("Yes!", 45),
+        ],
+    )
+    query = "Where did Kate go skiing?"
+    now = await mem.search(GUILD, query, scope="messages", gate=False, limit=3)
+    assert "Aspen" in now[0].text and now[0].parts.speaker == 1.0
+    then = datetime(2024, 3, 2, 18, 10, tzinfo=UTC)
+    past = await mem.search(GUILD, query, scope="messages", gate=False, limit=3, as_of=then)
+    assert all(h.parts.speaker == 0.0 for h in past)
+    assert (await mem.retriever.ctx.plan(GUILD, query, None, iso(then))).named == ()

@@ -200,18 +200,21 @@ def read_uses(
     limit: int,
     gap_s: float,
     visible: frozenset[str] | None = None,
+    as_of: str | None = None,
 ) -> list[Use]:
     """The guild's messages that have ``word`` as written (among the best
-    ``limit`` FTS matches of it) in the ``visible`` channels (None: all); for
-    those that address someone by it, the authors around each (its channel's
-    neighbours, so visible too)."""
+    ``limit`` FTS matches of it) in the ``visible`` channels (None: all),
+    written by ``as_of`` (None: any time); for those that address someone by
+    it, the authors around each (its channel's neighbours, so visible too)."""
     match = fts_match_expression(word)
     if not match:
         return []
     found = [
         (seq, m, addresses(m.content, word))
         for seq, m, _ in message_fts.search_messages_fts(con, guild_id, match, limit)
-        if (visible is None or m.channel_id in visible) and mentions(m.content, word)
+        if (visible is None or m.channel_id in visible)
+        and (as_of is None or seconds_between(m.created_at, as_of) >= 0)
+        and mentions(m.content, word)
     ]
     calls = [(seq, m) for seq, m, addressed in found if addressed]
     if not calls:
@@ -230,8 +233,8 @@ def read_uses(
     return uses
 
 
-# (guild, word, visible channels or None)
-_Key = tuple[str, str, frozenset[str] | None]
+# (guild, word, visible channels or None, as of or None)
+_Key = tuple[str, str, frozenset[str] | None, str | None]
 
 
 class AddressedNames:
@@ -260,9 +263,12 @@ class AddressedNames:
         query: str,
         names: MemberNames,
         visible: set[str] | None = None,
+        as_of: str | None = None,
     ) -> dict[str, str]:
         """The query's words that name a member by address → that member's id,
-        read from the ``visible`` channels (None: all)."""
+        read from the ``visible`` channels (None: all) and from what was
+        written by ``as_of`` (None: everything): a search of the past does not
+        learn a name from later messages."""
         if not self.rule.enabled or not guild_id or not names.ids:
             return {}
         words = candidate_words(query, names)[: self.rule.max_words]
@@ -273,7 +279,7 @@ class AddressedNames:
         resolved: dict[str, str] = {}
         todo: list[str] = []
         for w in words:
-            cached = self._cache.get((guild_id, w, seen))
+            cached = self._cache.get((guild_id, w, seen, as_of))
             ttl = self.rule.unresolved_ttl_s if cached and cached[1] is None else self.ttl_s
             if cached is not None and now - cached[0] < ttl:
                 if cached[1] is not None:
@@ -281,21 +287,28 @@ class AddressedNames:
             else:
                 todo.append(w)
         if todo:
-            found = await self.db.read(self._read, guild_id, todo, seen)
+            found = await self.db.read(self._read, guild_id, todo, seen, as_of)
             if len(self._cache) + len(found) > self.max_cached:
                 self._cache.clear()
             for w, uid in found.items():
-                self._cache[(guild_id, w, seen)] = (now, uid)
+                self._cache[(guild_id, w, seen, as_of)] = (now, uid)
                 if uid is not None:
                     resolved[w] = uid
         # Only members of the guild: a vote may name an author who left.
         return {w: u for w, u in resolved.items() if u in names.ids}
 
     def _read(
-        self, con: Any, guild_id: str, words: Sequence[str], visible: frozenset[str] | None
+        self,
+        con: Any,
+        guild_id: str,
+        words: Sequence[str],
+        visible: frozenset[str] | None,
+        as_of: str | None,
     ) -> dict[str, str | None]:
         rule = self.rule
         return {
-            w: resolve(read_uses(con, guild_id, w, rule.max_messages, self.gap_s, visible), rule)
+            w: resolve(
+                read_uses(con, guild_id, w, rule.max_messages, self.gap_s, visible, as_of), rule
+            )
             for w in words
         }

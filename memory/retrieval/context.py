@@ -92,13 +92,20 @@ class SearchContext:
             db, self.tuning.names_ttl_s, self.tuning.neighbour_gap_s, self.tuning.addressed
         )
 
-    async def plan(self, guild_id: str, query: str, visible: set[str] | None = None) -> QueryPlan:
+    async def plan(
+        self,
+        guild_id: str,
+        query: str,
+        visible: set[str] | None = None,
+        as_of: str | None = None,
+    ) -> QueryPlan:
         """How a query is read: named members, dates, content (see
         ``memory.retrieval.query``); ``visible``: the channels whose messages
-        may tell what a name means (None: all)."""
+        may tell what a name means (None: all), as written by ``as_of`` (None:
+        everything)."""
         names = await self.member_names(guild_id)
         # A member may be named as the chat addresses them, not as displayed.
-        found = await self.addressed.resolve_words(guild_id, query, names, visible)
+        found = await self.addressed.resolve_words(guild_id, query, names, visible, as_of)
         if not found:
             return plan_query(query, names, self.clock())
         plan = plan_query(query, with_names(names, found), self.clock())

@@ -158,10 +158,10 @@ class Retriever:
         query = (query or "")[:MAX_QUERY_CHARS]
         if not query.strip() or not guild_id:
             return []
-        plan = await ctx.plan(guild_id, query, visible_channels)
+        at = None if as_of is None else iso(as_of)
+        plan = await ctx.plan(guild_id, query, visible_channels, at)
         qv = await ctx.query_vector(guild_id, plan)
         mode: Mode = "strict" if gate else "all"
-        at = None if as_of is None else iso(as_of)
         texts = self._parts(plan)
         # Fused rankings are read deeper than the limit (PartFusionRule.depth).
         depth = max(limit, ctx.tuning.part_fusion.depth) if texts else limit
@@ -180,7 +180,9 @@ class Retriever:
             async def part_hits(part: QueryPlan, pqv: QueryVector | None) -> list[Hit]:
                 return await self._ranked(guild_id, part, pqv, *args)
 
-            hits = await self._with_parts(guild_id, texts, hits, limit, part_hits, visible_channels)
+            hits = await self._with_parts(
+                guild_id, texts, hits, limit, part_hits, visible_channels, at
+            )
         ctx.timings["search_ms"] = (time.perf_counter() - started) * 1000
         return hits[:limit]
 
@@ -197,6 +199,7 @@ class Retriever:
         limit: int,
         run: Callable[[QueryPlan, QueryVector | None], Awaitable[list[Hit]]],
         visible_channels: set[str] | None,
+        at: str | None,
     ) -> list[Hit]:
         """``hits`` fused with the rankings of the query's parts ``texts``
         (``memory.retrieval.part_fusion``), at most ``limit``."""
@@ -205,7 +208,7 @@ class Retriever:
         embed_ms = ctx.timings.get("embed_ms", 0.0)  # the whole query's
 
         async def one(text: str) -> tuple[str, list[Hit]]:
-            part = await ctx.plan(guild_id, text, visible_channels)
+            part = await ctx.plan(guild_id, text, visible_channels, at)
             return text, await run(part, await ctx.query_vector(guild_id, part))
 
         # The parts are independent searches: their SQL, vector products and
@@ -271,7 +274,7 @@ class Retriever:
         at = None if as_of is None else iso(as_of)
         started = time.perf_counter()
         query = (query or "")[:MAX_QUERY_CHARS]
-        plan = await ctx.plan(guild_id, query, visible_channels)
+        plan = await ctx.plan(guild_id, query, visible_channels, at)
         qv = await ctx.query_vector(guild_id, plan) if query.strip() else None
         user_facts = await self.facts.hits(
             guild_id,
@@ -340,7 +343,7 @@ class Retriever:
             messages = await message_hits(plan, qv)
             if messages and texts:
                 messages = await self._with_parts(
-                    guild_id, texts, messages, limit, message_hits, visible_channels
+                    guild_id, texts, messages, limit, message_hits, visible_channels, at
                 )
             messages = messages[:limit]
         # Past messages of the same channel come first (stable sort
