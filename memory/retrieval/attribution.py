@@ -88,16 +88,18 @@ _ADDRESS_END = re.compile(r"\s*(?:[,!?.:;…]|$)")
 
 def speaks_of_self(text: str) -> bool:
     """Whether ``text`` holds a first-person word."""
-    if any(p in text for p in _FIRST_PERSON_CJK):
-        return True
-    return any(_fold(w) in _FIRST_PERSON for w in _WORD.findall(text))
+    return _holds(text, _FIRST_PERSON, _FIRST_PERSON_CJK)
 
 
 def speaks_to_other(text: str) -> bool:
     """Whether ``text`` holds a second-person word."""
-    if any(p in text for p in _SECOND_PERSON_CJK):
+    return _holds(text, _SECOND_PERSON, _SECOND_PERSON_CJK)
+
+
+def _holds(text: str, words: frozenset[str], cjk: tuple[str, ...]) -> bool:
+    if any(p in text for p in cjk):
         return True
-    return any(_fold(w) in _SECOND_PERSON for w in _WORD.findall(text))
+    return any(w.casefold().replace("\u2019", "'") in words for w in _WORD.findall(text))
 
 
 def about_author(text: str, author_id: str, names: MemberNames) -> bool:
@@ -114,14 +116,15 @@ def about_author(text: str, author_id: str, names: MemberNames) -> bool:
     )
 
 
-def _fold(word: str) -> str:
-    return word.casefold().replace("\u2019", "'")
-
-
 def addressed(text: str, match: NameMatch) -> bool:
     """Whether the name at ``match`` addresses its member ("Thanks, Alice!")
     rather than speaking of them: followed by punctuation or the end, and
-    preceded by the start of a sentence, a comma or a greeting."""
+    preceded by the start of a sentence, a comma or a greeting.
+
+    Wider than ``memory.retrieval.addressed.addresses``, which learns names
+    and so takes only the surest forms at a message's edges; here a missed
+    address credits a member with someone else's story, so "Yeah Mel, let's
+    go" and "Woah, Caroline, it sounds…" count too."""
     if not _ADDRESS_END.match(text, match.end):
         return False
     before = text[: match.start].rstrip()
