@@ -149,17 +149,13 @@ class Bm25:
         ten times the cost a row. A phrase of several words counts each
         word's occurrences: close to FTS5's count of the phrase, and the
         store's phrases are single words."""
-        scale = f"?::float8 * (?::float8 + ?::float8 * {alias}.len / ?::float8)"
+        scale, count = _scale_sql(alias), _count_sql(alias)
         scale_params = [K1, 1 - B, B, self.avgdl]
         sums: list[str] = []
         params: list[Any] = []
         for lexeme, prefix, idf in self.terms:
             if prefix:
                 continue
-            count = (
-                f"width_bucket(ts_rank({alias}.tsv, quote_literal(?::text)::tsquery), "
-                "fts_counts.b)::float8"
-            )
             sums.append(f"?::float8 * {count} * ?::float8 / ({count} + {scale})")
             params.extend((idf, lexeme, K1 + 1, lexeme, *scale_params))
         prefixes = [t for t in self.terms if t[1]]
@@ -195,6 +191,20 @@ def _count_bounds(most: int = 256) -> list[float]:
 # ``ts_rank`` answers in single precision: the midpoints are far apart in it
 # (the closest, near n = 256, by ~100 of its steps).
 COUNT_BOUNDS = _count_bounds()
+
+
+def _count_sql(alias: str) -> str:
+    """The count of one word (its one parameter) in row ``alias``, read off
+    ``ts_rank`` with the bounds joined as ``fts_counts.b``."""
+    return (
+        f"width_bucket(ts_rank({alias}.tsv, quote_literal(?::text)::tsquery), fts_counts.b)::float8"
+    )
+
+
+def _scale_sql(alias: str) -> str:
+    """BM25's length scale of row ``alias``: k1 × (1 − b + b × len / avgdl)
+    (its four parameters in that order)."""
+    return f"?::float8 * (?::float8 + ?::float8 * {alias}.len / ?::float8)"
 
 
 class _Counts:
@@ -262,18 +272,14 @@ def _count(
         sql = f"SELECT count(*), ?::float8 FROM {table} WHERE tsv @@ guildlore_fts_match(?)"
         row = con.execute(sql, (K1 + 1, expr)).fetchone()
         return int(row[0]), float(row[1])
-    count = (
-        f"width_bucket(ts_rank({table}.tsv, quote_literal(?::text)::tsquery), ?::float4[])::float8"
-    )
+    count = _count_sql(table)
     sql = (
-        f"SELECT count(*), coalesce(max({count} * ?::float8 / ({count} + ?::float8 * "
-        f"(?::float8 + ?::float8 * {table}.len / ?::float8))), 0) "
-        f"FROM {table} WHERE tsv @@ guildlore_fts_match(?)"
+        f"SELECT count(*), coalesce(max({count} * ?::float8 / ({count} + {_scale_sql(table)})), 0) "
+        f"FROM {table} CROSS JOIN (SELECT ?::float4[] AS b) AS fts_counts "
+        f"WHERE {table}.tsv @@ guildlore_fts_match(?)"
     )
     (word,) = words
-    row = con.execute(
-        sql, (word, COUNT_BOUNDS, K1 + 1, word, COUNT_BOUNDS, K1, 1 - B, B, avgdl, expr)
-    ).fetchone()
+    row = con.execute(sql, (word, K1 + 1, word, K1, 1 - B, B, avgdl, COUNT_BOUNDS, expr)).fetchone()
     return int(row[0]), min(float(row[1]), K1 + 1)
 
 

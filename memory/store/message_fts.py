@@ -12,7 +12,7 @@ from typing import Any
 from memory.models import StoredMessage
 from memory.store.fts import FtsQuery, best_ranked
 from memory.store.messages import messages_by_seq
-from memory.store.sql import IN_CHUNK, dialect_of
+from memory.store.sql import IN_CHUNK, dialect_of, id_range
 
 
 def search_messages_fts(
@@ -48,14 +48,9 @@ def search_messages_fts(
         return found
     if dialect_of(con) == "postgresql":
         return _search_messages_tsv(con, guild_id, match, limit, lo, hi)
-    where = "messages_fts MATCH ?"
-    args: list[Any] = [match]
-    if lo is not None:
-        where += " AND rowid >= ?"
-        args.append(lo)
-    if hi is not None:
-        where += " AND rowid < ?"
-        args.append(hi)
+    span, span_args = id_range("rowid", lo, hi)
+    where = "messages_fts MATCH ?" + span
+    args: list[Any] = [match, *span_args]
     sql = (
         f"SELECT rowid, bm25(messages_fts) AS rank FROM messages_fts WHERE {where} "
         "ORDER BY rank, rowid"
@@ -124,15 +119,9 @@ def _search_messages_tsv(
     while it ranks, so one statement returns the guild's best ``limit``."""
 
     def run(q: FtsQuery) -> list[tuple[int, float]]:
-        where = f"{q.where} AND m.guild_id = ?"
-        args: list[Any] = [*q.params, guild_id]
-        if lo is not None:
-            where += " AND messages_fts.rowid >= ?"
-            args.append(lo)
-        if hi is not None:
-            where += " AND messages_fts.rowid < ?"
-            args.append(hi)
-        args.append(limit)
+        span, span_args = id_range("messages_fts.rowid", lo, hi)
+        where = f"{q.where} AND m.guild_id = ?{span}"
+        args: list[Any] = [*q.params, guild_id, *span_args, limit]
         found = con.execute(
             f"SELECT m.seq, {q.rank} AS rank FROM {q.source} "
             f"JOIN messages m ON m.seq = messages_fts.rowid WHERE {where} "

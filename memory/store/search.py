@@ -14,7 +14,7 @@ from memory.models import Fact, StoredMessage
 from memory.store.fact_time import valid_clause
 from memory.store.facts import FACT_COLUMNS, row_to_fact
 from memory.store.fts import FtsQuery, best_ranked
-from memory.store.sql import chunks, marks, rows_in
+from memory.store.sql import chunks, id_range, marks, rows_in
 
 
 def member_rows(con: Any, guild_id: str) -> list[tuple[str, str]]:
@@ -115,15 +115,9 @@ def fts_fact_ranks(
     valid, valid_args = valid_clause(as_of, "f")
 
     def run(q: FtsQuery) -> list[tuple[int, float]]:
-        extra = valid
-        args = [*q.params, guild_id, *valid_args]
-        if lo is not None:
-            extra += " AND memory_facts_fts.rowid >= ?"
-            args.append(lo)
-        if hi is not None:
-            extra += " AND memory_facts_fts.rowid < ?"
-            args.append(hi)
-        args.append(limit)
+        span, span_args = id_range("memory_facts_fts.rowid", lo, hi)
+        extra = valid + span
+        args = [*q.params, guild_id, *valid_args, *span_args, limit]
         rows = con.execute(
             f"SELECT f.id, {q.rank} AS rank "
             f"FROM {q.source} JOIN memory_facts f ON f.id = memory_facts_fts.rowid "

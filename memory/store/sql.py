@@ -51,3 +51,17 @@ def dialect_of(con: Any) -> str:
     """``"postgresql"`` or ``"sqlite"``: which SQL a connection speaks (a
     PostgreSQL connection says so; SQLite's are the default)."""
     return str(getattr(con, "dialect", "sqlite"))
+
+
+def id_range(column: str, lo: int | None, hi: int | None) -> tuple[str, list[int]]:
+    """`` AND column >= lo AND column < hi`` for the bounds given (none: ""),
+    and its parameters: one part of a statement split by id into ranges."""
+    sql = ""
+    args: list[int] = []
+    if lo is not None:
+        sql += f" AND {column} >= ?"
+        args.append(lo)
+    if hi is not None:
+        sql += f" AND {column} < ?"
+        args.append(hi)
+    return sql, args
