@@ -7,9 +7,13 @@ import math
 import os
 import platform
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from memory.clock import iso, system_clock
+from memory.models import IncomingMessage
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -70,6 +74,21 @@ def export_texts(path: Path = EXPORT) -> list[tuple[str, str]]:
             author = m.get("author", {})
             out.append((author.get("nickname") or author.get("name") or "someone", content))
     return out
+
+
+def export_message(n: int, author: str, text: str, guild: str, channel: str) -> IncomingMessage:
+    """The ``n``-th offered message, now: an export text under a snowflake-like
+    id, its author's id derived from the author's name (the same member each
+    time they speak)."""
+    return IncomingMessage(
+        id=str(10**17 + n),
+        guild_id=guild,
+        channel_id=channel,
+        author_id=str(920_000_000_000_000_000 + zlib.crc32(author.encode())),
+        author_name=author,
+        content=text,
+        created_at=iso(system_clock()),
+    )
 
 
 def cycle(items: Sequence[Any]) -> Iterator[Any]:

@@ -55,7 +55,6 @@ import sys
 import tempfile
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import (
     EXPORT,
     cycle,
+    export_message,
     export_texts,
     loadavg,
     percentile,
@@ -73,12 +73,10 @@ from bench._common import (
 )
 from bench._pg import database_url, parse_backends, postgres_if
 from bench._tidy_load import TIDY_BUDGETS, episode_loop, set_budgets, tidy_reply
-from memory.clock import iso, system_clock
 from memory.config import EmbeddingConfig, IngestConfig, MemoryConfig
 from memory.engine import Memory
 from memory.extract.llm import LLMExtractor
 from memory.extract.rules.extractor import RuleExtractor
-from memory.models import IncomingMessage
 from tests.fakeopenai import FakeOpenAI, echo_facts_reply
 
 GUILD = "900000000000000001"
@@ -148,18 +146,6 @@ class FakeServerThread:
         self._thread.join(5)
 
 
-def _message(i: int, author: str, text: str, channel: str) -> IncomingMessage:
-    return IncomingMessage(
-        id=str(10**17 + i),
-        guild_id=GUILD,
-        channel_id=channel,
-        author_id=str(920000000000000000 + zlib.crc32(author.encode())),
-        author_name=author,
-        content=text,
-        created_at=iso(system_clock()),
-    )
-
-
 def _wal_sampler(cfg: MemoryConfig) -> WalSampler | None:
     """A started sampler of the SQLite file's WAL; None on PostgreSQL."""
     return WalSampler(cfg.db_path).start() if cfg.database_url is None else None
@@ -189,7 +175,9 @@ async def burst(
     async def one(i: int) -> None:
         author, text = next(texts)
         started = time.perf_counter()
-        await mem.ingest_message(_message(i, author, text, CHANNELS[i % len(CHANNELS)]))
+        await mem.ingest_message(
+            export_message(i, author, text, GUILD, CHANNELS[i % len(CHANNELS)])
+        )
         acks.append((time.perf_counter() - started) * 1000)
 
     cpu0 = time.process_time()
@@ -290,7 +278,7 @@ async def sustained(
                 author, text = next(texts)
                 t0 = time.perf_counter()
                 out = await mem.ingest_message(
-                    _message(i, author, text, CHANNELS[i % len(CHANNELS)])
+                    export_message(i, author, text, GUILD, CHANNELS[i % len(CHANNELS)])
                 )
                 t1 = time.perf_counter()
                 acks.append((t1 - t0) * 1000)

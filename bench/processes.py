@@ -45,7 +45,6 @@ import os
 import sys
 import tempfile
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +55,7 @@ if str(ROOT) not in sys.path:  # run as a script: make the project importable
 
 from bench._common import (  # noqa: E402
     EXPORT,
+    export_message,
     export_texts,
     loadavg,
     percentile,
@@ -119,7 +119,6 @@ def engine_process(share: Share, ready: Any, go: Any, results: Any) -> None:
 async def _engine(share: Share, ready: Any, go: Any) -> dict[str, Any]:
     import openai
 
-    from memory.clock import iso, system_clock
     from memory.config import EmbeddingConfig, IngestConfig, MemoryConfig
     from memory.engine import Memory
     from memory.extract.llm import LLMExtractor
@@ -171,15 +170,7 @@ async def _engine(share: Share, ready: Any, go: Any) -> dict[str, Any]:
             while i < int(elapsed * share.rate):
                 author, text = texts[i % len(texts)]
                 guild, channel = slots[i % len(slots)]
-                msg = IncomingMessage(
-                    id=str(10**17 + share.index * 10**9 + i),
-                    guild_id=guild,
-                    channel_id=channel,
-                    author_id=str(920_000_000_000_000_000 + zlib.crc32(author.encode())),
-                    author_name=author,
-                    content=text,
-                    created_at=iso(system_clock()),
-                )
+                msg = export_message(share.index * 10**9 + i, author, text, guild, channel)
                 # Room for it and for every message still being acknowledged:
                 # the queue never overflows, so nothing is dropped (and replayed).
                 h0 = time.perf_counter()
