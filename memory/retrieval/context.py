@@ -47,8 +47,9 @@ _C = TypeVar("_C")
 
 @dataclass(frozen=True)
 class RetrievalTuning:
-    """Candidate counts, caches, the newer-first rule and the fusion of a query's parts (``RetrievalConfig``
-    holds the configured limits)."""
+    """Candidate counts, caches, the newer-first rule, names by address and
+    the fusion of a query's parts (``RetrievalConfig`` holds the configured
+    limits)."""
 
     message_candidates: int = 200  # nearest messages and BM25 matches, each
     fact_overfetch: int = 16  # extra KNN slots in case a cached row went stale
