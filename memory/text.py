@@ -182,6 +182,8 @@ def _split_run(run: str) -> list[str]:
 def tokens(text: str, *, already_compact: bool = False) -> list[str]:
     """Tokens of the compact form, in order (duplicates kept)."""
     value = text if already_compact else compact(text)
+    if _NO_SPACE_RUN.search(value) is None:
+        return value.split()  # no spaceless script: each run is one token
     out: list[str] = []
     for run in value.split():
         out.extend(_split_run(run))

@@ -15,6 +15,8 @@ from memory.retrieval.scoring import (
     ScoringWeights,
     bm25_normalise,
     channel_score,
+    compact_tokens,
+    fold,
     fuse,
     lexical_score,
     passes_gate,
@@ -22,6 +24,7 @@ from memory.retrieval.scoring import (
     rank,
     recency_score,
 )
+from memory.text import compact
 
 unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 
@@ -183,6 +186,27 @@ def test_lexical_edge_cases() -> None:
     assert lexical_score("?!", "anything") == 0.0
     assert lexical_score("tea", "") == 0.0
     assert lexical_score("this", "thing") == 0.0  # stop words are not folded into "thi"
+
+
+def _overlap_by_folding_every_word(query: str, text: str) -> float:
+    """The share of query terms the text has, with every word of the text folded."""
+    terms = query_terms(compact(query))
+    said = {fold(tok) for tok in compact_tokens(compact(text))}
+    return len(terms & said) / len(terms) if terms else 0.0
+
+
+_WORDS = st.sampled_from(
+    "bus buses gas glass glasses news new cat cats likes like this thing ss s "
+    "Straße café 東京 タワー lens lenses".split()
+)
+
+
+@given(st.lists(_WORDS, min_size=1, max_size=5), st.lists(_WORDS, max_size=12))
+def test_lexical_overlap_equals_folding_every_word(q: list[str], t: list[str]) -> None:
+    query, text = " ".join(q), " ".join(t)
+    got = lexical_score(query, text)
+    if got < 1.0:  # 1.0 also when the text holds the whole query as a phrase
+        assert got == _overlap_by_folding_every_word(query, text)
 
 
 @given(st.text(max_size=40), st.text(max_size=80))

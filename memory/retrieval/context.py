@@ -22,6 +22,8 @@ from memory.retrieval.addressed import (
     without_words,
 )
 from memory.retrieval.gate_calibration import GateTable
+from memory.retrieval.lexicon import LexiconConfig
+from memory.retrieval.lexicons import Lexicons
 from memory.retrieval.newer_first import DEFAULT_NEWER_FIRST, NewerFirstRule
 from memory.retrieval.part_fusion import DEFAULT_PART_FUSION, PartFusionRule
 from memory.retrieval.query import EMPTY_NAMES, MemberNames, QueryPlan, plan_query
@@ -60,6 +62,7 @@ class RetrievalTuning:
     # the search's SQL; below it the product takes well under a millisecond.
     knn_overlap_min_rows: int = 20_000
     vector_cache: VectorCacheConfig = field(default_factory=VectorCacheConfig)
+    lexicon: LexiconConfig = field(default_factory=LexiconConfig)  # messages' BM25 in memory
     newer_first: NewerFirstRule = DEFAULT_NEWER_FIRST
     addressed: AddressRule = DEFAULT_ADDRESS_RULE
     part_fusion: PartFusionRule = DEFAULT_PART_FUSION
@@ -87,6 +90,7 @@ class SearchContext:
         self.vectors = Vectors(
             db, self.tuning.vector_cache, overlap_min_rows=self.tuning.knn_overlap_min_rows
         )
+        self.lexicons = Lexicons(db, self.tuning.lexicon)
         self.timings: dict[str, float] = {}  # of the last search, ms by stage
         self._names: dict[str, tuple[float, MemberNames]] = {}
         self.addressed = AddressedNames(

@@ -14,6 +14,7 @@ from typing import Any
 from memory.models import Hit, ScoreParts, StoredMessage
 from memory.retrieval.context import Mode, QueryVector, SearchContext
 from memory.retrieval.hits import MESSAGE_CONFIDENCE, message_hit, parse_time, seconds_between
+from memory.retrieval.lexicon import GuildLexicon
 from memory.retrieval.newer_first import newer_first
 from memory.retrieval.query import QueryPlan
 from memory.retrieval.scoring import (
@@ -84,6 +85,18 @@ def _merge_fts(parts: Sequence[Sequence[_FtsRow]], limit: int) -> list[_FtsRow]:
     return merged[:limit]
 
 
+def _lexicon_best(
+    con: Any, lex: GuildLexicon, guild_id: str, match: str, limit: int
+) -> list[_FtsRow]:
+    """The guild's ``limit`` best BM25 matches from its lexicon, after reading
+    what was stored since its last search; each joined to its row (a message
+    deleted a moment ago is not)."""
+    lex.refresh(con)
+    ranked = lex.best(match, limit)
+    rows = store_messages.messages_by_seq(con, guild_id, [seq for seq, _ in ranked])
+    return [(seq, rows[seq], raw) for seq, raw in ranked if seq in rows]
+
+
 class MessageSearch:
     def __init__(self, ctx: SearchContext) -> None:
         self.ctx = ctx
@@ -111,14 +124,15 @@ class MessageSearch:
         started = time.perf_counter()
         vs = ctx.vector_search("messages", qv, guild_id)
         skip = _Skip(frozenset(exclude), visible, until)
-        upper = self._split_fts(guild_id, plan, vs)
-        got = await ctx.db.read(self._gather, guild_id, plan, vs, skip, upper)
+        lex = await ctx.lexicons.get(guild_id) if plan.message_match else None
+        upper = None if lex is not None else self._split_fts(guild_id, plan, vs)
+        got = await ctx.db.read(self._gather, guild_id, plan, vs, skip, upper, lex)
         if got.missing and qv is not None:
             n = await ctx.embeddings.embed_messages_by_id(
                 guild_id, got.missing[: ctx.cfg.backfill_per_query]
             )
             if n:  # gathered again; an offered upper FTS range is reused
-                got = await ctx.db.read(self._gather, guild_id, plan, vs, skip, upper)
+                got = await ctx.db.read(self._gather, guild_id, plan, vs, skip, upper, lex)
         gate = ctx.gate_weights(qv)
         ranked = self._rank(plan, got.cands, channel_id, qv is not None, mode, limit, gate)
         hits = newer_first(
@@ -135,6 +149,7 @@ class MessageSearch:
         vs: VectorSearch | None,
         skip: _Skip,
         upper: _UpperFts | None = None,
+        lex: GuildLexicon | None = None,
     ) -> _MessageGather:
         k = self.ctx.tuning.message_candidates
         sem: dict[int, float] = {}
@@ -142,7 +157,12 @@ class MessageSearch:
         msgs: dict[int, StoredMessage] = {}
         knn = vs.start_nearest(con, k) if vs is not None else None  # beside the FTS query
         match = plan.message_match
-        if match:
+        if match and lex is not None:
+            found = _lexicon_best(con, lex, guild_id, match, k)
+            for seq, m, raw in found:
+                msgs[seq] = m
+                bm[seq] = raw
+        elif match:
             rows = vs.rows() if vs is not None else None
             if upper is None:
                 found = message_fts.search_messages_fts(con, guild_id, match, k, None, None, rows)

@@ -42,6 +42,7 @@ candidates before anything is ranked or borrowed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -113,15 +114,18 @@ class Retriever:
         )
 
     async def warm(self, guild_id: str) -> None:
-        """Load the guild's vector matrices now (benchmarks; otherwise lazy)."""
+        """Load the guild's vector matrices and build its lexicon now
+        (benchmarks; otherwise lazy)."""
         model = self.ctx.embeddings.model_for_guild(guild_id)
         if model is not None:
             await self.ctx.vectors.warm(model, guild_id)
+        await self.ctx.lexicons.warm(guild_id)
 
     async def close(self) -> None:
         """Stop matrix loads, drop the matrices and stop the KNN helper threads;
         the retriever still works afterwards (it reloads lazily)."""
         await self.ctx.vectors.close()
+        await self.ctx.lexicons.close()
 
     # -- public ---------------------------------------------------------------------------
     async def search(
@@ -161,28 +165,45 @@ class Retriever:
         at = None if as_of is None else iso(as_of)
         plan = await ctx.plan(guild_id, query, visible_channels, at)
         qv = await ctx.query_vector(guild_id, plan)
+        embed_ms = ctx.timings.get("embed_ms", 0.0)  # the whole query's, not a part's
         mode: Mode = "strict" if gate else "all"
         texts = self._parts(plan)
         # Fused rankings are read deeper than the limit (PartFusionRule.depth).
         depth = max(limit, ctx.tuning.part_fusion.depth) if texts else limit
         args = (channel_id, depth, scope, mode, visible_channels, at, only, subjects)
-        hits = await self._ranked(guild_id, plan, qv, *args)
-        calibration = ctx.gates.calibration_for(qv and qv[0])
-        covering = hits[:limit]
-        if gate and plan.named:
-            # A query about members is covered only by a hit about them.
-            names = await ctx.member_names(guild_id)
-            covering = [h for h in hits[:NAMED_COVER_WITHIN] if attributed(h, plan.named, names)]
-        if gate and not calibration.covers(h.parts for h in covering):
-            hits = []  # nothing in memory is about this query (and its members)
-        elif hits and texts:
 
-            async def part_hits(part: QueryPlan, pqv: QueryVector | None) -> list[Hit]:
-                return await self._ranked(guild_id, part, pqv, *args)
+        async def part_hits(part: QueryPlan, pqv: QueryVector | None) -> list[Hit]:
+            return await self._ranked(guild_id, part, pqv, *args)
 
-            hits = await self._with_parts(
-                guild_id, texts, hits, limit, part_hits, visible_channels, at
+        # The parts are searched beside the whole question, not after it: a
+        # question in parts then takes about as long as its slowest search.
+        parts = (
+            asyncio.ensure_future(
+                self._parts_ranked(guild_id, texts, part_hits, visible_channels, at)
             )
+            if texts
+            else None
+        )
+        try:
+            hits = await self._ranked(guild_id, plan, qv, *args)
+            calibration = ctx.gates.calibration_for(qv and qv[0])
+            covering = hits[:limit]
+            if gate and plan.named:
+                # A query about members is covered only by a hit about them.
+                names = await ctx.member_names(guild_id)
+                covering = [
+                    h for h in hits[:NAMED_COVER_WITHIN] if attributed(h, plan.named, names)
+                ]
+            if gate and not calibration.covers(h.parts for h in covering):
+                hits = []  # nothing in memory is about this query (and its members)
+            elif hits and parts is not None:
+                hits = fuse_parts(hits, await parts, limit, ctx.tuning.part_fusion)
+        finally:
+            if parts is not None:  # not needed (or failed): stopped, and its outcome read
+                parts.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await parts
+        ctx.timings["embed_ms"] = embed_ms
         ctx.timings["search_ms"] = (time.perf_counter() - started) * 1000
         return hits[:limit]
 
@@ -191,21 +212,18 @@ class Retriever:
         when fusing them is switched off."""
         return decompose(plan.text) if self.ctx.tuning.part_fusion.enabled else ()
 
-    async def _with_parts(
+    async def _parts_ranked(
         self,
         guild_id: str,
         texts: Sequence[str],
-        hits: list[Hit],
-        limit: int,
         run: Callable[[QueryPlan, QueryVector | None], Awaitable[list[Hit]]],
         visible_channels: set[str] | None,
         at: str | None,
-    ) -> list[Hit]:
-        """``hits`` fused with the rankings of the query's parts ``texts``
-        (``memory.retrieval.part_fusion``), at most ``limit``."""
+    ) -> list[tuple[str, list[Hit]]]:
+        """The rankings of the query's parts ``texts``, to fuse with the whole
+        query's (``memory.retrieval.part_fusion``)."""
         ctx = self.ctx
         started = time.perf_counter()
-        embed_ms = ctx.timings.get("embed_ms", 0.0)  # the whole query's
 
         async def one(text: str) -> tuple[str, list[Hit]]:
             part = await ctx.plan(guild_id, text, visible_channels, at)
@@ -215,8 +233,7 @@ class Retriever:
         # embeddings run on the reader and helper threads side by side.
         ranked = list(await asyncio.gather(*(one(text) for text in texts)))
         ctx.timings["parts_ms"] = (time.perf_counter() - started) * 1000
-        ctx.timings["embed_ms"] = embed_ms
-        return fuse_parts(hits, ranked, limit, ctx.tuning.part_fusion)
+        return ranked
 
     async def _ranked(
         self,
@@ -340,11 +357,15 @@ class Retriever:
                     at,
                 )
 
-            messages = await message_hits(plan, qv)
-            if messages and texts:
-                messages = await self._with_parts(
-                    guild_id, texts, messages, limit, message_hits, visible_channels, at
+            if texts:  # the parts beside the whole question, as in search
+                messages, ranked = await asyncio.gather(
+                    message_hits(plan, qv),
+                    self._parts_ranked(guild_id, texts, message_hits, visible_channels, at),
                 )
+                if messages:
+                    messages = fuse_parts(messages, ranked, limit, ctx.tuning.part_fusion)
+            else:
+                messages = await message_hits(plan, qv)
             messages = messages[:limit]
         # Past messages of the same channel come first (stable sort
         # keeps the score order inside each group).

@@ -254,8 +254,12 @@ class LexicalQuery:
             return 1.0
         if not self.terms:
             return 0.0
-        text_terms = {fold(tok) for tok in compact_tokens(t)}
-        return len(self.terms & text_terms) / len(self.terms)
+        said = set(compact_tokens(t))
+        # A query term is folded already (``fold`` is idempotent): the text has
+        # it when it says the term itself, or the term plus the "s" that
+        # ``fold`` would take off — without folding every word of the text.
+        found = sum(1 for q in self.terms if q in said or (q + "s" in said and fold(q + "s") == q))
+        return found / len(self.terms)
 
 
 def lexical_score(query: str, text: str) -> float:
