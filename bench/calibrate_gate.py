@@ -334,9 +334,13 @@ def main(argv: list[str] | None = None) -> int:
             "abstention_pooled": round(result["abstention_pooled"], 4),
             "worst_recall_loss": round(result["worst_loss"], 4),
         }
-        existing[model] = GateCalibration(
-            **{k: v for k, v in chosen.to_json().items() if k != "measured"}, measured=measured
-        )
+        thresholds = {k: v for k, v in chosen.to_json().items() if k != "measured"}
+        previous = existing.get(model)
+        if previous is not None:
+            # Not swept here (it judges hits about a named member, which the
+            # kept score parts do not say): the entry keeps what it had.
+            thresholds["cover_named_sem_min"] = previous.cover_named_sem_min
+        existing[model] = GateCalibration(**thresholds, measured=measured)
         args.write.write_text(dump_calibrations(existing), encoding="utf-8")
     return 0
 

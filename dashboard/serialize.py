@@ -96,6 +96,8 @@ def hit_json(h: Hit, names: Mapping[str, str] | None = None) -> dict[str, Any]:
         # combined, and the part whose ranking found the hit ("" = whole query).
         "decomposedScore": num(p.decomposed),
         "queryPart": p.query_part,
+        # For a query naming members: why the hit is or is not about them.
+        "aboutNamed": p.about,
         "combinedScore": num(p.combined),
         "passed": bool(p.passed),
     }

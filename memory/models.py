@@ -204,6 +204,9 @@ class ScoreParts:
     # memory.retrieval.part_fusion).
     decomposed: float = 0.0
     query_part: str = ""
+    # For a query naming members, on its first hits: why the hit is or is not
+    # about them (memory.retrieval.attribution.ABOUT_REASONS; "" elsewhere).
+    about: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -223,6 +226,7 @@ class ScoreParts:
             "related": self.related,
             "decomposed": self.decomposed,
             "query_part": self.query_part,
+            "about": self.about,
             "combined": self.combined,
             "passed": self.passed,
         }

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from memory.models import Hit
 from memory.retrieval.attribution import (
+    ASKS,
+    ATTRIBUTING,
+    FAR_MEANING,
+    NAMES_THEM,
+    SOMEONE_ELSE,
+    THEIR_FACT,
+    TO_ANOTHER,
+    TOLD_OF_SELF,
+    NamedQuery,
     about_author,
     addressed,
     attributed,
@@ -68,3 +79,69 @@ def test_what_counts_as_about_the_named_member() -> None:
     assert not attributed(_hit("fact", "u-bob", "Bob ran a race."), named, NAMES)
     # No member named: every hit counts.
     assert attributed(_hit("fact", "u-bob", "Bob ran a race."), (), NAMES)
+
+
+def _reason(
+    query: str, text: str, *, author: str = "u-alice", sem: float = 0.5, floor: float = 0.0
+) -> str:
+    """Why Alice's message ``text`` is or is not about her, for ``query``
+    (the query's content: its names already taken out)."""
+    about = NamedQuery.of(("u-alice",), NAMES, query, floor)
+    return about.reason(make_hit("1", text, subject=author, score=sem))
+
+
+def test_a_members_message_is_judged_by_the_sentences_that_share_the_querys_words() -> None:
+    query = "what did realise after her charity race?"
+    # The sentence about the race addresses Bob; "I'm" is in another one.
+    assert (
+        _reason(query, "That charity race sounds great, Bob! I'm really proud of you.")
+        == TO_ANOTHER
+    )
+    assert _reason(query, "I ran a charity race on Saturday.") == TOLD_OF_SELF
+    # A sentence with no person of its own continues the one before: her own
+    # ("Been hectic for me") or Bob's ("Congrats, Bob!").
+    assert _reason(query, "Been hectic for me. Ran a charity race on Saturday!") == TOLD_OF_SELF
+    assert _reason(query, "Congrats, Bob! The charity race sounds awesome.") == TO_ANOTHER
+    assert _reason(query, "Thanks, Bob! I'm back home. Ran a charity race on Saturday.") == (
+        TOLD_OF_SELF
+    )
+    # Asking about the words is not telling; a tag question tells.
+    assert _reason(query, "Love those shoes! For the charity race?") == ASKS
+    assert _reason(query, "The charity race was my first, right?") == TOLD_OF_SELF
+    assert (
+        _reason(query, "Lately I trained a lot for the charity race, have you ever run one?")
+        == TOLD_OF_SELF
+    )
+    # Without the query's words the message is judged whole, as before.
+    assert attributed(_hit("message", "u-alice", "I ran a race"), ("u-alice",), NAMES)
+
+
+def test_other_languages_split_their_sentences_and_questions_too() -> None:
+    assert _reason("Rennen", "Das Rennen klingt toll, Bob! Ich bin stolz auf dich.") == TO_ANOTHER
+    assert _reason("Rennen", "Ich bin gestern mein erstes Rennen gelaufen.") == TOLD_OF_SELF
+    assert _reason("carrera", "¿Qué tal la carrera?") == ASKS
+    assert _reason("carrera", "Ayer corrí mi primera carrera.") == TOLD_OF_SELF
+    assert _reason("マラソン", "マラソンはどうだった？") == ASKS
+    assert _reason("マラソン", "私は昨日マラソンを走りました。") == TOLD_OF_SELF
+
+
+def test_a_message_sharing_no_word_counts_only_with_a_close_meaning() -> None:
+    query = "what instrument does play?"
+    text = "Guitar's mostly my thing these days."
+    assert _reason(query, text, sem=0.45, floor=0.5) == FAR_MEANING
+    assert _reason(query, text, sem=0.55, floor=0.5) == TOLD_OF_SELF
+    assert _reason(query, text, sem=0.45) == TOLD_OF_SELF  # no floor (uncalibrated)
+    # A word that starts like the query's counts as shared ("mentoring" ~ "mentorship").
+    assert _reason("mentorship", "I'm offering mentoring now", sem=0.1, floor=0.5) == TOLD_OF_SELF
+
+
+def test_every_reason_says_whether_the_hit_counts() -> None:
+    about = NamedQuery.of(("u-alice",), NAMES, "race")
+    fact = _hit("fact", "u-alice", "Alice runs races.")
+    assert about.reason(fact) == THEIR_FACT
+    assert about.reason(_hit("message", "u-bob", "Alice ran a race last week")) == NAMES_THEM
+    assert about.reason(_hit("message", "u-bob", "I ran a race")) == SOMEONE_ELSE
+    assert {THEIR_FACT, TOLD_OF_SELF, NAMES_THEM} == ATTRIBUTING
+    marked = about.marked(fact)
+    assert marked.parts.about == THEIR_FACT
+    assert dataclasses.replace(marked.parts, about="") == fact.parts

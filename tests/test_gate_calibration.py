@@ -15,6 +15,7 @@ from bot.settings import SettingsError, load_settings
 from memory.embed.local import LOCAL_MODEL_ID
 from memory.errors import InvalidInput
 from memory.models import IncomingMessage
+from memory.retrieval.attribution import ASKS, NAMED_COVER_WITHIN, SOMEONE_ELSE, TO_ANOTHER
 from memory.retrieval.gate_calibration import (
     GateCalibration,
     GateTable,
@@ -33,12 +34,14 @@ def test_a_calibration_round_trips_through_the_file_and_the_setting(tmp_path: Pa
         sem_min=0.61,
         lex_min_with_semantic=0.55,
         combined_min_with_semantic=0.9,
+        cover_named_sem_min=0.45,
         measured={"data": ["dev"], "abstention_pooled": 0.93},
     )
     path = tmp_path / "gate.json"
     path.write_text(dump_calibrations({OTHER_MODEL: mine}), encoding="utf-8")
     assert load_calibration_file(path) == {OTHER_MODEL: mine}
     assert load_calibration_file(path)[OTHER_MODEL].measured["abstention_pooled"] == 0.93
+    assert load_calibration_file(path)[OTHER_MODEL].cover_named_sem_min == 0.45
 
     config = tmp_path / "guildlore.toml"
     config.write_text(f'[embedding]\ngate_calibration = "{path}"\n', encoding="utf-8")
@@ -198,3 +201,63 @@ async def test_a_query_about_one_member_is_not_covered_by_another_members_story(
         GUILD, "what did Ines bake this morning?", scope="all", limit=5, gate=False
     )
     assert any("loaves" in h.text for h in ranked)
+
+
+# A chat where each story is one member's and the other only reacts to it.
+REACTIONS_GUILD = "g-reactions"
+REACTIONS: tuple[tuple[str, str], ...] = (
+    ("bob", "Ran a charity race for mental health last Saturday."),
+    ("bob", "The race made me realise that self-care really matters."),
+    ("alice", "That charity race sounds great, Bob! I'm really proud of you."),
+    ("alice", "Congrats, Bob! Running sounds awesome. I'm so happy for you."),
+    ("alice", "Love those new trail shoes! For walking or running?"),
+    ("bob", "Running! I run three mornings a week now, it clears my head."),
+    ("alice", "I baked a lemon tart for my sister's birthday yesterday."),
+    ("bob", "Wow, a lemon tart! What else did you bake for the party?"),
+    ("alice", "Just the tart, my sister made the cake herself."),
+)
+
+
+async def _reactions_guild(make_memory: Callable[..., Any]) -> Any:
+    mem = await make_memory()
+    start = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
+    for n, (author, text) in enumerate(REACTIONS):
+        await mem.ingest_message(
+            IncomingMessage(
+                id=f"r{n}",
+                guild_id=REACTIONS_GUILD,
+                channel_id="general",
+                author_id=author,
+                author_name=author.capitalize(),
+                content=text,
+                created_at=(start + timedelta(minutes=5 * n)).isoformat(),
+            )
+        )
+    await mem.settle(timeout=60)
+    return mem
+
+
+async def test_a_members_reaction_to_anothers_story_does_not_cover_a_query_about_them(
+    make_memory: Callable[..., Any],
+) -> None:
+    mem = await _reactions_guild(make_memory)
+
+    async def strict(query: str) -> list[Any]:
+        return list(await mem.search(REACTIONS_GUILD, query, scope="all", limit=5))
+
+    # Bob ran the race and runs; Alice praised the race ("I'm really proud of
+    # you") and asked about running: her words about it are not about her.
+    assert await strict("What did Bob realise after his charity race?")
+    assert await strict("What did Alice realise after her charity race?") == []
+    assert await strict("How often does Bob go running?")
+    assert await strict("How often does Alice go running?") == []
+    # Her own story is hers.
+    assert await strict("What did Alice bake for her sister's birthday?")
+    # The ranking view says why: her first hits speak to Bob or ask.
+    ranked = await mem.search(
+        REACTIONS_GUILD, "What did Alice realise after her charity race?", scope="all", gate=False
+    )
+    assert ranked and all(
+        h.parts.about in {ASKS, TO_ANOTHER, SOMEONE_ELSE} for h in ranked[:NAMED_COVER_WITHIN]
+    )
+    assert any(h.parts.about == TO_ANOTHER and h.subject == "alice" for h in ranked)

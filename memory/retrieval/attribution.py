@@ -21,19 +21,51 @@ asks, and strict search answers with no hit rather than with someone else's
 story. Such a hit must also be among the first ``NAMED_COVER_WITHIN`` of
 strict search's hits. The hits themselves are not filtered: a covered query
 keeps them all.
+
+A member's own message is judged by the sentences that share the query's
+words, not as a whole. "That charity race sounds great, Mel! I'm so proud of
+you" holds "I'm", but the sentence about the race addresses Mel; "Love that
+colour! For walking or running?" asks about running rather than telling of
+it. So such a message counts only when a sentence sharing a word of the
+query tells (is not a question about those words) and speaks of its author:
+a first-person word in it, or, in a sentence with no person of its own, in
+the sentence before ("Been hectic. Started hitting the gym"), while a
+second-person word or an address hands the sentences that follow to the
+other member ("Congrats, Alice! Adoption sounds awesome"). A message that
+shares no word with the query is judged as a whole, and counts only when
+its meaning is close: semantic similarity at least the calibration's
+``cover_named_sem_min`` (``memory.retrieval.gate_calibration``), since the
+speaker signal lifts the named member's loosely related messages into the
+first hits.
+
+Each of the first hits of a query naming members carries the verdict in
+``parts.about`` (``ABOUT_REASONS``): why it counts, or why it does not.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 
 from memory.models import Hit
-from memory.retrieval.query import MemberNames, NameMatch, find_names
+from memory.retrieval.query import MemberNames, NameMatch, content_terms, find_names, light_stem
 from memory.retrieval.scoring import statement_share
+from memory.text import tokens
 
 __all__ = [
+    "ABOUT_REASONS",
+    "ASKS",
+    "ATTRIBUTING",
+    "FAR_MEANING",
     "NAMED_COVER_WITHIN",
+    "NAMES_THEM",
+    "SOMEONE_ELSE",
+    "THEIR_FACT",
+    "TOLD_OF_SELF",
+    "TO_ANOTHER",
+    "NamedQuery",
     "about_author",
     "addressed",
     "attributed",
@@ -51,6 +83,22 @@ __all__ = [
 # 33.8 % (−1.7, −1.8); within 3 38.0 % (−2.1, −2.2); within 2 50.7 %
 # (−3.2, −2.9); first only 71.8 % (−8.7, −9.0).
 NAMED_COVER_WITHIN = 3
+
+# ``parts.about``: why a hit is about a named member ...
+THEIR_FACT = "their fact"
+TOLD_OF_SELF = "told of themselves"
+NAMES_THEM = "names them"
+# ... or why it is not.
+ASKS = "asks about it"
+TO_ANOTHER = "speaks to another"
+FAR_MEANING = "shares no word, meaning too far"
+SOMEONE_ELSE = "about someone else"
+ATTRIBUTING = frozenset({THEIR_FACT, TOLD_OF_SELF, NAMES_THEM})
+ABOUT_REASONS = (THEIR_FACT, TOLD_OF_SELF, NAMES_THEM, ASKS, TO_ANOTHER, FAR_MEANING, SOMEONE_ELSE)
+_EPS = 1e-9
+# Letters two words must share at their start to count as one word when
+# neither's stem is the other's beginning.
+_SHARED_PREFIX = 6
 
 # First-person words: English, German, Spanish, Russian (whole words, folded).
 _FIRST_PERSON = frozenset(
@@ -111,9 +159,7 @@ def about_author(text: str, author_id: str, names: MemberNames) -> bool:
         return True
     if speaks_to_other(text) or statement_share(text) == 0.0:
         return False
-    return not any(
-        author_id not in m.user_ids and addressed(text, m) for m in find_names(text, names)
-    )
+    return not _addresses_another(text, author_id, names)
 
 
 def addressed(text: str, match: NameMatch) -> bool:
@@ -134,13 +180,122 @@ def addressed(text: str, match: NameMatch) -> bool:
     return bool(words) and words[-1].casefold() in _GREETINGS
 
 
-def attributed(hit: Hit, named: Collection[str], names: MemberNames) -> bool:
-    """Whether ``hit`` is about one of the ``named`` member ids (see the module)."""
+def attributed(hit: Hit, named: Collection[str], names: MemberNames, content: str = "") -> bool:
+    """Whether ``hit`` is about one of the ``named`` member ids (see the
+    module); ``content`` is the query without its names ("" judges a
+    member's message as a whole)."""
     if not named:
         return True
-    if hit.subject in named and (hit.kind == "fact" or about_author(hit.text, hit.subject, names)):
-        return True
-    return any(
-        not m.user_ids.isdisjoint(named) and not addressed(hit.text, m)
-        for m in find_names(hit.text, names)
-    )
+    return NamedQuery.of(named, names, content).reason(hit) in ATTRIBUTING
+
+
+@dataclass(frozen=True)
+class NamedQuery:
+    """A query's named members, as strict search judges its hits by them."""
+
+    named: frozenset[str]
+    names: MemberNames
+    # The query's content words, stemmed (``light_stem``): a word of a hit
+    # that starts with one shares it ("paint" ~ "painting").
+    stems: tuple[str, ...] = ()
+    # The least semantic similarity of a member's message that shares no word
+    # with the query (0: no floor).
+    unworded_sem_min: float = 0.0
+    # The stems' first ``_SHARED_PREFIX`` letters (those that long).
+    prefixes: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(
+        cls,
+        named: Iterable[str],
+        names: MemberNames,
+        content: str,
+        unworded_sem_min: float = 0.0,
+    ) -> NamedQuery:
+        stems = tuple(dict.fromkeys(light_stem(t) for t in content_terms(content)))
+        prefixes = frozenset(s[:_SHARED_PREFIX] for s in stems if len(s) >= _SHARED_PREFIX)
+        return cls(frozenset(named), names, stems, unworded_sem_min, prefixes)
+
+    def reason(self, hit: Hit) -> str:
+        """Why ``hit`` is (a reason in ``ATTRIBUTING``) or is not about a named member."""
+        verdict = SOMEONE_ELSE
+        if hit.subject in self.named:
+            if hit.kind == "fact":
+                return THEIR_FACT
+            verdict = self._own_message(hit)
+            if verdict == TOLD_OF_SELF:
+                return verdict
+        if any(
+            not m.user_ids.isdisjoint(self.named) and not addressed(hit.text, m)
+            for m in find_names(hit.text, self.names)
+        ):
+            return NAMES_THEM
+        return verdict
+
+    def marked(self, hit: Hit) -> Hit:
+        """``hit`` with its ``parts.about`` set."""
+        parts = dataclasses.replace(hit.parts, about=self.reason(hit))
+        return dataclasses.replace(hit, parts=parts)
+
+    def _own_message(self, hit: Hit) -> str:
+        text, author = hit.text, hit.subject
+        whole = about_author(text, author, self.names)
+        sentences = _sentences(text)
+        sharing = {i for i, s in enumerate(sentences) if self._shares_word(s)}
+        if not sharing:
+            if not whole:
+                return ASKS if statement_share(text) == 0.0 else TO_ANOTHER
+            sem = hit.parts.semantic
+            if sem is not None and sem < self.unworded_sem_min - _EPS:
+                return FAR_MEANING
+            return TOLD_OF_SELF
+        # Whose the sentences are, read in order: a sentence without a
+        # person of its own continues the one before.
+        own = whole and not speaks_to_other(text)
+        asked = False
+        for i, sentence in enumerate(sentences):
+            if speaks_of_self(sentence):
+                own = True
+            elif speaks_to_other(sentence) or _addresses_another(sentence, author, self.names):
+                own = False
+            if i in sharing:
+                if self._asks(sentence):
+                    asked = True
+                elif own:
+                    return TOLD_OF_SELF
+        return ASKS if asked else TO_ANOTHER
+
+    def _shares_word(self, text: str) -> bool:
+        """Whether a word of ``text`` starts with a stem of the query's, or
+        shares its first ``_SHARED_PREFIX`` letters with one ("mentoring" ~
+        "mentorship", which the stems miss)."""
+        for t in tokens(text):
+            if t.startswith(self.stems):
+                return True
+            if len(t) >= _SHARED_PREFIX and t[:_SHARED_PREFIX] in self.prefixes:
+                return True
+        return False
+
+    def _asks(self, sentence: str) -> bool:
+        """Whether ``sentence`` asks about the words it shares with the query:
+        a question whose shared words are in its last clause ("Sunflowers
+        mean warmth, right?" tells; "For walking or running?" asks)."""
+        if not sentence.rstrip(_CLOSERS).endswith(("?", "？")):
+            return False
+        clauses = _CLAUSE.split(sentence)
+        return not any(self._shares_word(c) for c in clauses[:-1])
+
+
+# A sentence and its end marks (Latin and CJK), or a line.
+_SENTENCE = re.compile(r"[^.!?…。！？\n]+[.!?…。！？]*")
+_ALNUM = re.compile(r"[^\W_]")
+_CLAUSE = re.compile(r"[,;:，、；：]\s*|\s+[-–—]+\s+")
+_CLOSERS = " \t\"'”’)]»」』"
+
+
+def _sentences(text: str) -> list[str]:
+    return [m.group(0).strip() for m in _SENTENCE.finditer(text) if _ALNUM.search(m.group(0))]
+
+
+def _addresses_another(text: str, author: str, names: MemberNames) -> bool:
+    return any(author not in m.user_ids and addressed(text, m) for m in find_names(text, names))

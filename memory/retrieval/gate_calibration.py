@@ -50,7 +50,12 @@ HIT_THRESHOLDS: tuple[str, ...] = (
     "support_lex_min",
 )
 # Whether strict search answers at all (``GateCalibration.covers``).
-THRESHOLDS: tuple[str, ...] = (*HIT_THRESHOLDS, "cover_sem_min", "cover_lex_min")
+THRESHOLDS: tuple[str, ...] = (
+    *HIT_THRESHOLDS,
+    "cover_sem_min",
+    "cover_lex_min",
+    "cover_named_sem_min",
+)
 _EPS = 1e-9
 
 
@@ -64,6 +69,10 @@ class GateCalibration:
     them drops weak evidence of answerable questions too; coverage judges the
     query by its best hits and leaves an answered query's hits as they are.
     0 (uncalibrated): any passing hit covers the query.
+
+    ``cover_named_sem_min``: when the query names members, the least semantic
+    similarity at which a message of theirs that shares no word with the
+    query counts as about them (``memory.retrieval.attribution``); 0: no floor.
     """
 
     sem_min: float = DEFAULT_WEIGHTS.sem_min
@@ -73,6 +82,7 @@ class GateCalibration:
     support_lex_min: float = DEFAULT_WEIGHTS.support_lex_min
     cover_sem_min: float = 0.0
     cover_lex_min: float = 0.0
+    cover_named_sem_min: float = 0.0
     measured: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def apply(self, weights: ScoringWeights) -> ScoringWeights:

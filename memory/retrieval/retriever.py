@@ -51,7 +51,7 @@ from memory.clock import Clock, iso
 from memory.config import RetrievalConfig
 from memory.embed.service import EmbeddingService
 from memory.models import EPISODE_SUBJECT, LORE_SUBJECT, Hit, PromptSlice, SearchScope
-from memory.retrieval.attribution import NAMED_COVER_WITHIN, attributed
+from memory.retrieval.attribution import ATTRIBUTING, NAMED_COVER_WITHIN, NamedQuery
 from memory.retrieval.context import Mode, QueryVector, RetrievalTuning, SearchContext
 from memory.retrieval.decompose import decompose
 from memory.retrieval.facts import FactSearch
@@ -188,12 +188,19 @@ class Retriever:
             hits = await self._ranked(guild_id, plan, qv, *args)
             calibration = ctx.gates.calibration_for(qv and qv[0])
             covering = hits[:limit]
-            if gate and plan.named:
-                # A query about members is covered only by a hit about them.
-                names = await ctx.member_names(guild_id)
-                covering = [
-                    h for h in hits[:NAMED_COVER_WITHIN] if attributed(h, plan.named, names)
-                ]
+            if plan.named:
+                # A query about members is covered only by a hit about them; the
+                # first hits say whether they are (the ranking view too, so it
+                # shows why strict search answers nothing).
+                about = NamedQuery.of(
+                    plan.named,
+                    await ctx.member_names(guild_id),
+                    plan.content,
+                    calibration.cover_named_sem_min,
+                )
+                first = [about.marked(h) for h in hits[:NAMED_COVER_WITHIN]]
+                hits[:NAMED_COVER_WITHIN] = first
+                covering = [h for h in first if h.parts.about in ATTRIBUTING]
             if gate and not calibration.covers(h.parts for h in covering):
                 hits = []  # nothing in memory is about this query (and its members)
             elif hits and parts is not None:
