@@ -6,11 +6,14 @@ The messages go into the second guild of the facts database (its
 ``--other-guild-facts`` facts and lore stay: ``scope="all"`` searches those
 too). Per size the engine is opened, the messages written straight through
 the store with their vectors (as the import and the embedding service
-would), the guild's matrices loaded (``Retriever.warm``), every query run
-once untimed (its vector then comes from the engine's query cache), and the
-queries timed ``--rounds`` times each, strict as ``/memory search`` calls it
-(limit 10, the asker's channel, visible channels set). Beside them, in a pass
-of its own, the bare FTS5 message query the search runs.
+would), the guild's matrices loaded and its lexicon built (``Retriever.warm``),
+every query run once untimed (its vector then comes from the engine's query
+cache), and the queries timed ``--rounds`` times each, strict as ``/memory
+search`` calls it (limit 10, the asker's channel, visible channels set).
+Beside them, in passes of their own, the guild's in-memory BM25 alone (what
+message search ranks by, ``memory.retrieval.lexicon``) and the bare FTS5
+message query (what answers while a big guild's lexicon is built, or for a
+guild too big to hold one).
 """
 
 from __future__ import annotations
@@ -74,6 +77,20 @@ def _bare_fts(db_path: Path, guild: str, matches: list[str], k: int) -> list[flo
     return out
 
 
+def _bare_lexicon(retriever: Any, guild: str, matches: list[str], k: int) -> list[float]:
+    """The guild's in-memory BM25 alone (``GuildLexicon.best``), what message
+    search now ranks by; empty when the guild has no lexicon (too big)."""
+    lex = retriever.ctx.lexicons.index.get(guild)
+    if lex is None:
+        return []
+    out = []
+    for match in matches:
+        t0 = time.perf_counter()
+        lex.best(match, k)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
 async def _measure(mem: Any, guild: str, qs: list[str], rounds: int) -> dict[str, Any]:
     retriever = mem.retriever
     channels = [channel_id(MESSAGE_GUILD, c) for c in range(CHANNELS_PER_GUILD)]
@@ -112,12 +129,15 @@ async def _measure(mem: Any, guild: str, qs: list[str], rounds: int) -> dict[str
         if mem.config.database_url is None
         else []
     )
+    lexicon = _bare_lexicon(retriever, guild, matches, k)
     n = len(qs) * rounds
     return {
         "search_messages": stats(times["messages"]),
         "search_all": stats(times["all"]),
         "messages_stage": stats(stage),
         "bare_fts_messages": stats(fts) if fts else None,
+        "bare_lexicon_messages": stats(lexicon) if lexicon else None,
+        "lexicons": retriever.ctx.lexicons.stats(),
         "mean_hits": {s: round(h / n, 2) for s, h in hits.items()},
         "query_embed_ms_max": round(max(embed), 3),
         "loadavg_during": [load_before, loadavg()],

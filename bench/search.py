@@ -568,11 +568,15 @@ def _print_messages(res: dict[str, Any], meets: bool | None) -> None:
         "all p95",
         "bare fts p50",
         "bare fts p95",
+        "lexicon p50",
+        "lexicon p95",
         "load",
     ]
     rows = []
     for size, r in res["sizes"].items():
-        fts = r["bare_fts_messages"] or {"p50_ms": float("nan"), "p95_ms": float("nan")}
+        none = {"p50_ms": float("nan"), "p95_ms": float("nan")}
+        fts = r["bare_fts_messages"] or none
+        lex = r.get("bare_lexicon_messages") or none
         rows.append(
             [
                 size,
@@ -582,6 +586,8 @@ def _print_messages(res: dict[str, Any], meets: bool | None) -> None:
                 r["search_all"]["p95_ms"],
                 fts["p50_ms"],
                 fts["p95_ms"],
+                lex["p50_ms"],
+                lex["p95_ms"],
                 _first(r["loadavg_during"][0]),
             ]
         )
