@@ -137,6 +137,10 @@ async def test_follows_new_edited_deleted_and_forgotten_messages(
     assert await _seqs(mem, "capybara") == []
     assert not lex.holds("capybara")
     assert lex.rows == 8
+    # The newest message was deleted: SQLite gives the next one its seq.
+    await mem.ingest_message(msg("a walrus on the ferry", id="w1"))
+    await mem.settle()
+    assert "w1" in await _seqs(mem, "walrus")
 
     # A member's forget.
     await mem.forget(GUILD, BOB)

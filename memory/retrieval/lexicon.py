@@ -27,7 +27,8 @@ where concurrent transactions may commit out of order, the last
 expired or edited leaves the vector index through
 ``delete_message_vectors_index``, whose change event reaches ``apply``: its
 row stops counting at once (statistics too) and is re-read at the next search,
-so an edited text comes back as it now reads. The rows of removed messages,
+so an edited text comes back as it now reads (and a deleted newest seq,
+which SQLite hands out again, once it is used anew). The rows of removed messages,
 and every word only they held, leave memory at the next search
 (``compact``). Another connection's commits are handled as the vector
 matrices handle an unknown change (``ExternalCommit`` naming no guild): a
@@ -268,8 +269,15 @@ class GuildLexicon:
                 self._marks = [(t, w) for t, w in self._marks if now - t < RESCAN_S]
                 low = self._marks[0][1] if self._marks else low
                 self._marks.append((now, self._watermark))
-            recheck = sorted(self._recheck)
-            self._recheck.clear()
+            pending = self._recheck
+        # SQLite gives a new row the highest seq in the table plus one: once
+        # the newest messages are deleted their seqs come back. A removed seq
+        # above the table's highest is read again only once it is used anew.
+        row = con.execute("SELECT max(seq) FROM messages").fetchone()
+        top = int(row[0]) if row and row[0] is not None else 0
+        with self.lock:
+            recheck = sorted(s for s in pending if s <= top)
+            self._recheck = {s for s in self._recheck if s > top}
         fresh = con.execute(
             "SELECT seq, content FROM messages WHERE seq > ? AND +guild_id = ? ORDER BY seq",
             (low, self.guild_id),
