@@ -254,11 +254,8 @@ class LexicalQuery:
             return 1.0
         if not self.terms:
             return 0.0
-        said = set(compact_tokens(t))
-        # A query term is folded already (``fold`` is idempotent): the text has
-        # it when it says the term itself, or the term plus the "s" that
-        # ``fold`` would take off — without folding every word of the text.
-        found = sum(1 for q in self.terms if q in said or (q + "s" in said and fold(q + "s") == q))
+        said = set(compact_tokens(t))  # a folded term: said as itself or with fold's "s"
+        found = sum(q in said or (q + "s" in said and fold(q + "s") == q) for q in self.terms)
         return found / len(self.terms)
 
 
