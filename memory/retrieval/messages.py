@@ -23,10 +23,10 @@ from memory.retrieval.scoring import (
     channel_score,
     fuse_message,
     recency_score,
-    statement_share,
 )
 from memory.retrieval.shared_part import Offers, SharedPart
 from memory.retrieval.vector_search import VectorSearch
+from memory.retrieval.voice import asks_for_own_story, first_person_share, statement_share
 from memory.store import message_fts
 from memory.store import messages as store_messages
 from memory.store.fact_time import superseded_sources
@@ -289,6 +289,10 @@ class MessageSearch:
         bm_norm = bm25_normalise([c.bm25_raw for c in cands])
         lexq = LexicalQuery(plan.content)
         eager = w.lexical > 0
+        own_story = w.first_person > 0 and asks_for_own_story(plan.text)
+
+        def first_person(c: _MsgCand) -> float:
+            return first_person_share(c.msg.content) if own_story else 0.0
 
         def parts_for(c: _MsgCand, bm: float, lexical: float) -> ScoreParts:
             created = parse_time(c.msg.created_at)
@@ -305,6 +309,7 @@ class MessageSearch:
                 channel=channel_score(c.msg.channel_id, channel_id),
                 statement=statement_share(c.msg.content),
                 superseded=float(c.superseded),
+                first_person=first_person(c),
                 confidence=MESSAGE_CONFIDENCE,
                 weights=w,
                 gate=gate,
@@ -330,6 +335,7 @@ class MessageSearch:
                 rec,
                 channel_score(c.msg.channel_id, channel_id) if w.channel else 0.0,
                 float(c.superseded),
+                first_person(c),
             )
 
         pre = [(c, bm, quick(c, bm)) for c, bm in zip(cands, bm_norm, strict=True)]
