@@ -88,6 +88,8 @@ def hit_json(h: Hit, names: Mapping[str, str] | None = None) -> dict[str, Any]:
         "channelScore": num(p.channel),
         # 1 when the message's author is the member the query names.
         "speakerScore": num(p.speaker),
+        # How much the message speaks of its author (first-person words), 0..1.
+        "firstPersonScore": num(p.first_person),
         # Signed: what "same topic, newer first" moved into or out of combined.
         "newerFirstScore": num(p.newer_first),
         # What a related fact among the candidates added.

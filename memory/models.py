@@ -189,6 +189,8 @@ class ScoreParts:
     neighbour: float = 0.0
     date: float = 0.0
     statement: float = 0.0
+    # How much the message speaks of its author, 0..1 (memory.retrieval.voice).
+    first_person: float = 0.0
     # 1 when every fact taken from the message has since been superseded.
     superseded: float = 0.0
     # Facts only: 1 for canon lore (a pinned message), which ranks higher.
@@ -220,6 +222,7 @@ class ScoreParts:
             "neighbour": self.neighbour,
             "date": self.date,
             "statement": self.statement,
+            "first_person": self.first_person,
             "superseded": self.superseded,
             "canon": self.canon,
             "newer_first": self.newer_first,

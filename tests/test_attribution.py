@@ -18,10 +18,9 @@ from memory.retrieval.attribution import (
     about_author,
     addressed,
     attributed,
-    speaks_of_self,
-    speaks_to_other,
 )
 from memory.retrieval.query import MemberNames, find_names
+from memory.retrieval.voice import speaks_of_self, speaks_to_other
 from tests.helpers import make_hit
 
 NAMES = MemberNames.build([("u-alice", "Alice"), ("u-bob", "Bob Stone")])

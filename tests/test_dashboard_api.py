@@ -44,6 +44,7 @@ HIT_KEYS = {
     "recencyScore",
     "channelScore",
     "speakerScore",
+    "firstPersonScore",
     "combinedScore",
     "passed",
     "kind",

@@ -166,14 +166,15 @@ async def _ingest(mem: Any, messages: Sequence[Any]) -> None:
 
 async def test_search_finds_evidence_for_each_part(make_memory: Callable[..., Any]) -> None:
     mem = await make_memory()
-    # Much said about buying the bike, in the question's words; the dentist
-    # visit told once, in other words.
+    # Much said about buying the bike, in the question's words and, like the
+    # dentist visit, in the first person; the dentist visit told once, in
+    # other words.
     bike = [
         "Buying a mountain bike is harder than I thought, so many models.",
         "Still buying nothing, the mountain bike prices passed my budget days ago.",
         "I spent days comparing mountain bike frames before buying.",
-        "Buying the mountain bike took many days of test rides.",
-        "The mountain bike shop said buying now saves a few days of waiting.",
+        "Buying my mountain bike took many days of test rides.",
+        "The mountain bike shop told me buying now saves a few days of waiting.",
         "How many days until the mountain bike sale, I wonder, before buying.",
         "Days passed and I am still buying mountain bike gear.",
     ]

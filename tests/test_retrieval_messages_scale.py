@@ -305,7 +305,7 @@ def _statement_share_by_characters(text: str) -> float:
 
 
 def test_statement_share_counts_asking_sentences() -> None:
-    from memory.retrieval.scoring import statement_share
+    from memory.retrieval.voice import statement_share
 
     assert statement_share("We moved to Porto. Did you like it? Yes!") == pytest.approx(2 / 3)
     assert statement_share("what?\n\nwhy ?? ok") == pytest.approx(1 / 3)

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 from memory.models import Hit
 from memory.retrieval.query import MemberNames, NameMatch, content_terms, find_names, light_stem
-from memory.retrieval.scoring import statement_share
+from memory.retrieval.voice import WORD, speaks_of_self, speaks_to_other, statement_share
 from memory.text import tokens
 
 __all__ = [
@@ -69,8 +69,6 @@ __all__ = [
     "about_author",
     "addressed",
     "attributed",
-    "speaks_of_self",
-    "speaks_to_other",
 ]
 # How far down strict search's ranking the attributable hit that covers a
 # query may be. Attributable evidence of an answerable question leads the
@@ -100,28 +98,6 @@ _EPS = 1e-9
 # neither's stem is the other's beginning.
 _SHARED_PREFIX = 6
 
-# First-person words: English, German, Spanish, Russian (whole words, folded).
-_FIRST_PERSON = frozenset(
-    """
-    i i'm i've i'd i'll im ive me my mine myself we we're we've we'd we'll us our ours ourselves
-    ich mich mir mein meine meinen meinem meiner meines wir uns unser unsere unserem unseren
-    yo me mi mis mío mía míos mías conmigo nosotros nosotras nos nuestro nuestra nuestros nuestras
-    я меня мне мной мой моя моё мое мои моего моей моих мы нас нам нами наш наша наше наши
-    """.split()
-)
-# Second-person words, the same languages.
-_SECOND_PERSON = frozenset(
-    """
-    you you're you've you'd you'll your yours yourself yourselves u ur
-    du dich dir dein deine deinen deinem deiner euch euer eure
-    tú tu tus te ti contigo usted ustedes vosotros vosotras vuestro vuestra
-    ты тебя тебе тобой твой твоя твоё твое твои вы вас вам вами ваш ваша ваше ваши
-    """.split()
-)
-# Japanese and Chinese pronouns, matched as substrings (no spaces).
-_FIRST_PERSON_CJK = ("私", "僕", "俺", "わたし", "ぼく", "おれ", "我")
-_SECOND_PERSON_CJK = ("あなた", "君", "きみ", "お前", "你")
-_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)?", re.UNICODE)
 # Words that open an address: "Hey Alice,", "Thanks Alice!".
 _GREETINGS = frozenset(
     """
@@ -132,22 +108,6 @@ _GREETINGS = frozenset(
 )
 # What may follow a name in address (the end of the text counts too).
 _ADDRESS_END = re.compile(r"\s*(?:[,!?.:;…]|$)")
-
-
-def speaks_of_self(text: str) -> bool:
-    """Whether ``text`` holds a first-person word."""
-    return _holds(text, _FIRST_PERSON, _FIRST_PERSON_CJK)
-
-
-def speaks_to_other(text: str) -> bool:
-    """Whether ``text`` holds a second-person word."""
-    return _holds(text, _SECOND_PERSON, _SECOND_PERSON_CJK)
-
-
-def _holds(text: str, words: frozenset[str], cjk: tuple[str, ...]) -> bool:
-    if any(p in text for p in cjk):
-        return True
-    return any(w.casefold().replace("\u2019", "'") in words for w in _WORD.findall(text))
 
 
 def about_author(text: str, author_id: str, names: MemberNames) -> bool:
@@ -176,7 +136,7 @@ def addressed(text: str, match: NameMatch) -> bool:
     before = text[: match.start].rstrip()
     if not before or before[-1] in ",.!?;:(-—":
         return True
-    words = _WORD.findall(before[-40:])
+    words = WORD.findall(before[-40:])
     return bool(words) and words[-1].casefold() in _GREETINGS
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.models import Hit, ScoreParts, StoredMessage
+from memory.retrieval.bounded_order import best_first
 from memory.retrieval.context import Mode, QueryVector, SearchContext
 from memory.retrieval.hits import MESSAGE_CONFIDENCE, message_hit, parse_time, seconds_between
 from memory.retrieval.lexicon import GuildLexicon
@@ -24,10 +25,10 @@ from memory.retrieval.scoring import (
     channel_score,
     fuse_message,
     recency_score,
-    statement_share,
 )
 from memory.retrieval.shared_part import Offers, SharedPart
 from memory.retrieval.vector_search import VectorSearch
+from memory.retrieval.voice import asks_for_own_story, first_person_share, statement_share
 from memory.store import message_fts
 from memory.store import messages as store_messages
 from memory.store.fact_time import superseded_sources
@@ -309,8 +310,9 @@ class MessageSearch:
         bm_norm = bm25_normalise([c.bm25_raw for c in cands])
         lexq = LexicalQuery(plan.content)
         eager = w.lexical > 0
+        own_story = w.first_person > 0 and asks_for_own_story(plan.text)
 
-        def parts_for(c: _MsgCand, bm: float, lexical: float) -> ScoreParts:
+        def parts_for(c: _MsgCand, bm: float, lexical: float, first_person: float) -> ScoreParts:
             created = parse_time(c.msg.created_at)
             age = max(0.0, (now - created).total_seconds() / 86400) if created else 0.0
             semantic = (c.semantic if c.semantic is not None else 0.0) if has_sem else None
@@ -325,12 +327,13 @@ class MessageSearch:
                 channel=channel_score(c.msg.channel_id, channel_id),
                 statement=statement_share(c.msg.content),
                 superseded=float(c.superseded),
+                first_person=first_person,
                 confidence=MESSAGE_CONFIDENCE,
                 weights=w,
                 gate=gate,
             )
 
-        def quick(c: _MsgCand, bm: float) -> float:
+        def quick(c: _MsgCand, bm: float, first_person: float = 0.0) -> float:
             # The order before lexical and explanation: the same sum as
             # fuse_message, without building parts for every candidate.
             # Without a date in the query only recency reads the time.
@@ -350,14 +353,23 @@ class MessageSearch:
                 rec,
                 channel_score(c.msg.channel_id, channel_id) if w.channel else 0.0,
                 float(c.superseded),
+                first_person,
             )
 
-        pre = [(c, bm, quick(c, bm)) for c, bm in zip(cands, bm_norm, strict=True)]
-        pre.sort(key=lambda t: -t[2])
+        # Scored without the first-person part first: it reads every word of
+        # a message, so it is read only for the candidates it could still
+        # move (``memory.retrieval.bounded_order``).
+        pre = [((c, bm), quick(c, bm)) for c, bm in zip(cands, bm_norm, strict=True)]
+        walk = best_first(
+            pre,
+            lambda cb: first_person_share(cb[0].msg.content) if own_story else 0.0,
+            lambda cb, fp: quick(cb[0], cb[1], fp),
+            w.first_person if own_story else 0.0,
+        )
         out: list[tuple[_MsgCand, ScoreParts]] = []
         best: list[tuple[_MsgCand, ScoreParts]] = []
-        for c, bm, _ in pre:
-            parts = parts_for(c, bm, lexq.score(c.msg.content))
+        for (c, bm), fp, _ in walk:
+            parts = parts_for(c, bm, lexq.score(c.msg.content), fp)
             if len(best) < limit:
                 best.append((c, parts))
             if mode == "all" or parts.passed:
