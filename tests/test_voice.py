@@ -7,10 +7,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dashboard.serialize import hit_json
 from memory.retrieval.scoring import DEFAULT_MESSAGE_WEIGHTS, fuse_message
-from memory.retrieval.voice import FIRST_PERSON_FULL, asks_for_own_story, first_person_share
+from memory.retrieval.voice import (
+    FIRST_PERSON_FULL,
+    WORD,
+    asks_for_own_story,
+    first_person_share,
+    speaks_of_self,
+)
 from tests.helpers import BOB, GUILD, msg
 
 
@@ -90,3 +98,22 @@ async def test_search_ranks_a_members_own_story_above_talk_of_the_same_thing(
         GUILD, "Where did you say Bob went skiing?", scope="messages", gate=False, limit=3
     )
     assert asked and all(h.parts.first_person == 0.0 for h in asked)
+
+
+def _share_word_by_word(text: str) -> float:
+    """first_person_share spelled out: every word folded on its own."""
+    words = WORD.findall(text)
+    mine = sum(speaks_of_self(w) and not any(p in w for p in "私僕俺我") for w in words)
+    mine += sum(text.count(p) for p in ("私", "僕", "俺", "わたし", "ぼく", "おれ", "我"))
+    return min(1.0, mine / (max(1, len(words)) * FIRST_PERSON_FULL)) if mine else 0.0
+
+
+_PIECES = st.sampled_from(
+    ["I", "I’m", "MY", "we", "Straße", "İstanbul", "ich", "МЫ", "you", "私", "ﬁne", " ", ", ", "."]
+)
+
+
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=6)), max_size=20))
+def test_first_person_share_equals_folding_word_by_word(pieces: list[str]) -> None:
+    text = " ".join(pieces)
+    assert first_person_share(text) == pytest.approx(_share_word_by_word(text))
