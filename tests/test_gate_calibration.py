@@ -153,19 +153,25 @@ OFF_TOPIC = (
 )
 
 
-async def _guild(make_memory: Callable[..., Any]) -> Any:
+async def _guild(
+    make_memory: Callable[..., Any],
+    lines: tuple[tuple[str, str], ...] = LINES,
+    guild: str = GUILD,
+    minutes: int = 7,
+) -> Any:
+    """A started engine whose guild holds ``lines`` (author, text), ``minutes`` apart."""
     mem = await make_memory()
     start = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
-    for n, (author, text) in enumerate(LINES):
+    for n, (author, text) in enumerate(lines):
         await mem.ingest_message(
             IncomingMessage(
-                id=f"m{n}",
-                guild_id=GUILD,
+                id=f"{guild}-m{n}",
+                guild_id=guild,
                 channel_id="general",
                 author_id=author,
                 author_name=author.capitalize(),
                 content=text,
-                created_at=(start + timedelta(minutes=7 * n)).isoformat(),
+                created_at=(start + timedelta(minutes=minutes * n)).isoformat(),
             )
         )
     await mem.settle(timeout=60)
@@ -218,29 +224,10 @@ REACTIONS: tuple[tuple[str, str], ...] = (
 )
 
 
-async def _reactions_guild(make_memory: Callable[..., Any]) -> Any:
-    mem = await make_memory()
-    start = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
-    for n, (author, text) in enumerate(REACTIONS):
-        await mem.ingest_message(
-            IncomingMessage(
-                id=f"r{n}",
-                guild_id=REACTIONS_GUILD,
-                channel_id="general",
-                author_id=author,
-                author_name=author.capitalize(),
-                content=text,
-                created_at=(start + timedelta(minutes=5 * n)).isoformat(),
-            )
-        )
-    await mem.settle(timeout=60)
-    return mem
-
-
 async def test_a_members_reaction_to_anothers_story_does_not_cover_a_query_about_them(
     make_memory: Callable[..., Any],
 ) -> None:
-    mem = await _reactions_guild(make_memory)
+    mem = await _guild(make_memory, REACTIONS, REACTIONS_GUILD, minutes=5)
 
     async def strict(query: str) -> list[Any]:
         return list(await mem.search(REACTIONS_GUILD, query, scope="all", limit=5))
