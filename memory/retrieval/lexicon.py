@@ -28,9 +28,9 @@ expired or edited leaves the vector index through
 ``delete_message_vectors_index``, whose change event reaches ``apply``: its
 row stops counting at once (statistics too) and is re-read at the next search,
 so an edited text comes back as it now reads (and a deleted newest seq,
-which SQLite hands out again, once it is used anew). The rows of removed messages,
-and every word only they held, leave memory at the next search
-(``compact``). Another connection's commits are handled as the vector
+which SQLite hands out again, once it is used anew). The rows of removed
+messages, and every word only they held, leave memory at the next search
+(``GuildLexicon.refresh`` compacts the arrays). Another connection's commits are handled as the vector
 matrices handle an unknown change (``ExternalCommit`` naming no guild): a
 lexicon older than ``external_reload_s`` is rebuilt. A commit that names its
 guilds only put vectors there; the next refresh reads its new messages.
