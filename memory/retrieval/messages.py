@@ -16,6 +16,7 @@ from memory.retrieval.bounded_order import best_first
 from memory.retrieval.context import Mode, QueryVector, SearchContext
 from memory.retrieval.hits import MESSAGE_CONFIDENCE, message_hit, parse_time, seconds_between
 from memory.retrieval.lexicon import GuildLexicon
+from memory.retrieval.message_text import TextReadings
 from memory.retrieval.newer_first import newer_first
 from memory.retrieval.query import QueryPlan
 from memory.retrieval.scoring import (
@@ -28,7 +29,7 @@ from memory.retrieval.scoring import (
 )
 from memory.retrieval.shared_part import Offers, SharedPart
 from memory.retrieval.vector_search import VectorSearch
-from memory.retrieval.voice import asks_for_own_story, first_person_share, statement_share
+from memory.retrieval.voice import asks_for_own_story
 from memory.store import message_fts
 from memory.store import messages as store_messages
 from memory.store.fact_time import superseded_sources
@@ -119,6 +120,7 @@ class MessageSearch:
         visible: set[str] | None,
         exclude: Sequence[str],
         until: str | None = None,
+        readings: TextReadings | None = None,
     ) -> list[Hit]:
         """``until``: no message created after that time (ISO text)."""
         ctx = self.ctx
@@ -135,7 +137,16 @@ class MessageSearch:
             if n:  # gathered again; an offered upper FTS range is reused
                 got = await ctx.db.read(self._gather, guild_id, plan, vs, skip, upper, lex)
         gate = ctx.gate_weights(qv)
-        ranked = self._rank(plan, got.cands, channel_id, qv is not None, mode, limit, gate)
+        ranked = self._rank(
+            plan,
+            got.cands,
+            channel_id,
+            qv is not None,
+            mode,
+            limit,
+            gate,
+            readings or TextReadings(),
+        )
         hits = newer_first(
             [message_hit(c.msg, parts) for c, parts in ranked], plan.content, ctx.tuning.newer_first
         )
@@ -296,6 +307,7 @@ class MessageSearch:
         mode: Mode,
         limit: int,
         gate: ScoringWeights,
+        readings: TextReadings,
     ) -> list[tuple[_MsgCand, ScoreParts]]:
         """Score, order, and gate messages.
 
@@ -325,7 +337,7 @@ class MessageSearch:
                 date=plan.date_score(created),
                 recency=recency_score(age, half_days),
                 channel=channel_score(c.msg.channel_id, channel_id),
-                statement=statement_share(c.msg.content),
+                statement=readings.statement(c.seq, c.msg.content),
                 superseded=float(c.superseded),
                 first_person=first_person,
                 confidence=MESSAGE_CONFIDENCE,
@@ -348,8 +360,8 @@ class MessageSearch:
                 c.neighbour,
                 plan.speaker_weight(c.msg.author_id),
                 plan.date_score(created),
-                statement_share(c.msg.content) if w.statement else 0.0,
-                lexq.score(c.msg.content) if eager else 0.0,
+                readings.statement(c.seq, c.msg.content) if w.statement else 0.0,
+                readings.lexical(lexq, c.seq, c.msg.content) if eager else 0.0,
                 rec,
                 channel_score(c.msg.channel_id, channel_id) if w.channel else 0.0,
                 float(c.superseded),
@@ -362,14 +374,14 @@ class MessageSearch:
         pre = [((c, bm), quick(c, bm)) for c, bm in zip(cands, bm_norm, strict=True)]
         walk = best_first(
             pre,
-            lambda cb: first_person_share(cb[0].msg.content) if own_story else 0.0,
+            lambda cb: readings.first_person(cb[0].seq, cb[0].msg.content) if own_story else 0.0,
             lambda cb, fp: quick(cb[0], cb[1], fp),
             w.first_person if own_story else 0.0,
         )
         out: list[tuple[_MsgCand, ScoreParts]] = []
         best: list[tuple[_MsgCand, ScoreParts]] = []
         for (c, bm), fp, _ in walk:
-            parts = parts_for(c, bm, lexq.score(c.msg.content), fp)
+            parts = parts_for(c, bm, readings.lexical(lexq, c.seq, c.msg.content), fp)
             if len(best) < limit:
                 best.append((c, parts))
             if mode == "all" or parts.passed:

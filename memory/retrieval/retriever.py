@@ -56,6 +56,7 @@ from memory.retrieval.context import Mode, QueryVector, RetrievalTuning, SearchC
 from memory.retrieval.decompose import decompose
 from memory.retrieval.facts import FactSearch
 from memory.retrieval.filters import FactFilter
+from memory.retrieval.message_text import TextReadings
 from memory.retrieval.messages import MessageSearch
 from memory.retrieval.part_fusion import fuse_parts
 from memory.retrieval.query import MAX_QUERY_CHARS, QueryPlan
@@ -170,7 +171,10 @@ class Retriever:
         texts = self._parts(plan)
         # Fused rankings are read deeper than the limit (PartFusionRule.depth).
         depth = max(limit, ctx.tuning.part_fusion.depth) if texts else limit
-        args = (channel_id, depth, scope, mode, visible_channels, at, only, subjects)
+        # The whole question and its parts rank mostly the same messages: each
+        # text is read once.
+        readings = TextReadings()
+        args = (channel_id, depth, scope, mode, visible_channels, at, only, subjects, readings)
 
         async def part_hits(part: QueryPlan, pqv: QueryVector | None) -> list[Hit]:
             return await self._ranked(guild_id, part, pqv, *args)
@@ -255,6 +259,7 @@ class Retriever:
         at: str | None,
         only: FactFilter | None,
         subjects: list[str] | None,
+        readings: TextReadings,
     ) -> list[Hit]:
         """Fact and message hits of one query, best first."""
         hits: list[Hit] = []
@@ -276,7 +281,7 @@ class Retriever:
         if scope in ("messages", "all"):
             hits.extend(
                 await self.messages.hits(
-                    guild_id, plan, qv, channel_id, limit, mode, visible_channels, (), at
+                    guild_id, plan, qv, channel_id, limit, mode, visible_channels, (), at, readings
                 )
             )
         hits.sort(key=lambda h: -h.score)
@@ -350,6 +355,7 @@ class Retriever:
             texts = self._parts(plan)
             limit = ctx.cfg.relevant_messages
             depth = max(limit, ctx.tuning.part_fusion.depth) if texts else limit
+            readings = TextReadings()
 
             async def message_hits(part: QueryPlan, pqv: QueryVector | None) -> list[Hit]:
                 return await self.messages.hits(
@@ -362,6 +368,7 @@ class Retriever:
                     visible_channels,
                     exclude_message_ids,
                     at,
+                    readings,
                 )
 
             if texts:  # the parts beside the whole question, as in search

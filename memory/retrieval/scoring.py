@@ -19,7 +19,7 @@ included, and respects word boundaries ("art" is not found in "party").
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar, overload
 
@@ -240,18 +240,19 @@ class LexicalQuery:
         self.terms = query_terms(self.compact) if self.compact else frozenset()
 
     def score(self, text: str) -> float:
-        q = self.compact
-        if not q:
+        return self.score_compact(compact(text))
+
+    def score_compact(self, t: str, said: Callable[[], set[str]] | None = None) -> float:
+        """``score`` of text already ``compact``-ed; ``said``: its tokens, when known."""
+        if not self.compact or not t:
             return 0.0
-        t = compact(text)
-        if not t:
-            return 0.0
-        if _contains_phrase(t, q):
+        if _contains_phrase(t, self.compact):
             return 1.0
         if not self.terms:
             return 0.0
-        said = set(compact_tokens(t))  # a folded term: said as itself or with fold's "s"
-        found = sum(q in said or (q + "s" in said and fold(q + "s") == q) for q in self.terms)
+        words = set(compact_tokens(t)) if said is None else said()
+        # A folded term is said as itself, or with the "s" ``fold`` takes off.
+        found = sum(q in words or (q + "s" in words and fold(q + "s") == q) for q in self.terms)
         return found / len(self.terms)
 
 

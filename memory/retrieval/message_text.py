@@ -1,0 +1,70 @@
+"""What message ranking reads off a message's text, read once per search.
+
+A question in parts ranks mostly the same messages several times (the whole
+question and each part, ``memory.retrieval.decompose``), and reading a long
+message — its compact form and words for the lexical overlap, its share of
+statements, its share of first-person words — costs more than scoring it.
+``TextReadings`` keeps those readings for one search only: it holds message
+text, which must not outlive the search (a message forgotten meanwhile is
+gone from memory once the search returns).
+"""
+
+from __future__ import annotations
+
+from memory.retrieval.scoring import LexicalQuery, compact_tokens
+from memory.retrieval.voice import first_person_share, statement_share
+from memory.text import compact
+
+__all__ = ["TextReadings"]
+
+
+class _Reading:
+    __slots__ = ("compacted", "first_person", "statement", "text", "words")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.compacted: str | None = None
+        self.words: set[str] | None = None
+        self.statement: float | None = None
+        self.first_person: float | None = None
+
+
+class TextReadings:
+    """Readings of message texts by seq, for the searches of one query."""
+
+    def __init__(self) -> None:
+        self._by_seq: dict[int, _Reading] = {}
+
+    def _get(self, seq: int, text: str) -> _Reading:
+        r = self._by_seq.get(seq)
+        if r is None or r.text != text:  # a text edited between two reads counts anew
+            r = self._by_seq[seq] = _Reading(text)
+        return r
+
+    def statement(self, seq: int, text: str) -> float:
+        """``statement_share`` of the message."""
+        r = self._get(seq, text)
+        if r.statement is None:
+            r.statement = statement_share(text)
+        return r.statement
+
+    def first_person(self, seq: int, text: str) -> float:
+        """``first_person_share`` of the message."""
+        r = self._get(seq, text)
+        if r.first_person is None:
+            r.first_person = first_person_share(text)
+        return r.first_person
+
+    def lexical(self, query: LexicalQuery, seq: int, text: str) -> float:
+        """``query.score`` of the message."""
+        r = self._get(seq, text)
+        if r.compacted is None:
+            r.compacted = compact(text)
+        compacted = r.compacted
+
+        def words() -> set[str]:
+            if r.words is None:
+                r.words = set(compact_tokens(compacted))
+            return r.words
+
+        return query.score_compact(compacted, words)
