@@ -175,6 +175,10 @@ class ToolSupport:
             )
         self._known[key] = supported
 
+    def clear(self) -> None:
+        """Forget every endpoint (a test's fake server may reuse an earlier one's port)."""
+        self._known.clear()
+
 
 # The process's knowledge: endpoints do not change what they support while it runs.
 TOOL_SUPPORT = ToolSupport()

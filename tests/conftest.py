@@ -25,6 +25,11 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
+    # What the process learnt of endpoints' tool support is keyed by URL: a
+    # test's fake server can get the port of an earlier test's one.
+    from memory.conversation_tools import TOOL_SUPPORT
+
+    TOOL_SUPPORT.clear()
     yield
 
 

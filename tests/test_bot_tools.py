@@ -284,3 +284,26 @@ async def test_a_reply_context_is_erased_with_anything_it_holds(harness: Harness
     assert await h.memory.traces.context(gid, third) is not None
     await h.memory.forget(gid, str(h.alice.id))
     assert await h.memory.traces.context(gid, third) is None
+
+
+async def test_an_endpoint_that_handled_tools_and_now_rejects_them_is_an_error_until_forgotten(
+    harness: Harness,
+) -> None:
+    """Known to take tools, the endpoint's rejection is an error, not a silent
+    switch (a 400 may have another cause); a process that forgets what it
+    learnt (a new fake server on an earlier one's port) finds out again."""
+    from memory.conversation_tools import TOOL_SUPPORT
+
+    h = harness
+    await hiking(h)
+    h.fake.script_chat(ToolCalls.one("memory_query", {"query": "hiking"}), "Alps [M1].")
+    await h.say(f"{h.mention} what do I do on weekends?")
+    assert [m.content for m in h.sent()] == ["Alps [M1]."]
+    h.fake.reject_tools = True
+    h.fake.script_chat(reply_json("You love hiking [M1]."))
+    await h.say(f"{h.mention} and on holidays?")
+    assert "Sorry" in h.sent()[-1].content
+    TOOL_SUPPORT.clear()
+    h.fake.script_chat(reply_json("You love hiking [M1]."))
+    await h.say(f"{h.mention} and at Easter?")
+    assert h.sent()[-1].content == "You love hiking [M1]."
