@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from memory.retrieval.lexicon import GuildLexicon, LexiconConfig, guild_texts, parse_match, words
+from memory.retrieval.lexicon import GuildLexicon, LexiconConfig, parse_match, words
 from memory.retrieval.query import fts_match_expression
 from memory.store import messages as store_messages
 from memory.store import sqlite
+from memory.store.message_texts import guild_texts
 from tests.helpers import BOB, GUILD, OTHER_GUILD, eventually, msg
 
 VOCAB = (

@@ -55,8 +55,9 @@ from typing import Any
 
 import numpy as np
 
+from memory.store import message_texts
 from memory.store.changes import Change, ExternalCommit, VectorsRemoved
-from memory.store.sql import dialect_of, rows_in
+from memory.store.sql import dialect_of
 from memory.text import fts_index_text
 
 log = logging.getLogger(__name__)
@@ -270,30 +271,23 @@ class GuildLexicon:
                 low = self._marks[0][1] if self._marks else low
                 self._marks.append((now, self._watermark))
             pending = self._recheck
-        # SQLite gives a new row the highest seq in the table plus one: once
-        # the newest messages are deleted their seqs come back. A removed seq
-        # above the table's highest is read again only once it is used anew.
-        row = con.execute("SELECT max(seq) FROM messages").fetchone()
-        top = int(row[0]) if row and row[0] is not None else 0
-        with self.lock:
-            recheck = sorted(s for s in pending if s <= top)
-            self._recheck = {s for s in self._recheck if s > top}
-        fresh = con.execute(
-            "SELECT seq, content FROM messages WHERE seq > ? AND +guild_id = ? ORDER BY seq",
-            (low, self.guild_id),
-        ).fetchall()
-        back = rows_in(
-            con,
-            "SELECT seq, content FROM messages WHERE +guild_id = ? AND seq IN ({in})",
-            recheck,
-            before=[self.guild_id],
-        )
+        recheck: list[int] = []
+        if pending:
+            # SQLite gives a new row the highest seq in the table plus one:
+            # once the newest messages are deleted their seqs come back. A
+            # removed seq above the table's highest is read again only once
+            # it is used anew.
+            top = message_texts.highest_seq(con)
+            with self.lock:
+                recheck = sorted(s for s in self._recheck if s <= top)
+                self._recheck = {s for s in self._recheck if s > top}
+        fresh = message_texts.texts_after(con, self.guild_id, low)
+        back = message_texts.texts_by_seq(con, self.guild_id, recheck) if recheck else []
         with self.lock:
             for seq in recheck:
                 self._drop_locked(seq)
-            rows = [(int(r[0]), r[1]) for r in (*fresh, *back)]
-            if rows:
-                self._add_locked(rows)
+            if fresh or back:
+                self._add_locked([*fresh, *back])
             if self._dead or self._fresh_rows > max(1000, self._n // 20):
                 self._compact_locked()
 
@@ -375,20 +369,6 @@ class GuildLexicon:
         if base is None:
             return fd, ft
         return np.concatenate([base[0], fd]), np.concatenate([base[1], ft])
-
-
-def guild_texts(con: Any, guild_id: str) -> list[tuple[int, str | None]]:
-    """Every message of the guild (seq, text): a lexicon's snapshot."""
-    return [
-        (int(r[0]), r[1])
-        for r in con.execute("SELECT seq, content FROM messages WHERE guild_id = ?", (guild_id,))
-    ]
-
-
-def guild_size(con: Any, guild_id: str) -> int:
-    return int(
-        con.execute("SELECT count(*) FROM messages WHERE guild_id = ?", (guild_id,)).fetchone()[0]
-    )
 
 
 class LexiconIndex:

@@ -16,14 +16,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from memory.retrieval.lexicon import (
-    GuildLexicon,
-    LexiconConfig,
-    LexiconIndex,
-    guild_size,
-    guild_texts,
-)
+from memory.retrieval.lexicon import GuildLexicon, LexiconConfig, LexiconIndex
 from memory.store.db import Database
+from memory.store.message_texts import guild_message_count, guild_texts
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +70,7 @@ class Lexicons:
         if lex is None:
             return
         try:
-            rows = await self.db.read(guild_size, guild_id)
+            rows = await self.db.read(guild_message_count, guild_id)
             if self.index.too_big(guild_id, rows):
                 return
             if rows > self.index.cfg.build_inline_max and not wait:

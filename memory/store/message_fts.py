@@ -11,6 +11,7 @@ from typing import Any
 
 from memory.models import StoredMessage
 from memory.store.fts import FtsQuery, best_ranked
+from memory.store.message_texts import highest_seq
 from memory.store.messages import messages_by_seq
 from memory.store.sql import IN_CHUNK, dialect_of, id_range
 
@@ -79,8 +80,7 @@ def fts_window(con: Any, guild_rows: int, limit: int) -> int | None:
     with slack. None: the guild is too small a share to try."""
     if guild_rows <= 0:
         return None
-    top = con.execute("SELECT max(seq) FROM messages").fetchone()[0]
-    total = max(int(top or 0), guild_rows)
+    total = max(highest_seq(con), guild_rows)
     window = -(-limit * total * FTS_WINDOW_SLACK // guild_rows)
     return window if window <= FTS_WINDOW_MAX else None
 
