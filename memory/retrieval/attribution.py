@@ -47,8 +47,9 @@ own story among the first ``RIVAL_WITHIN`` hits matches the query clearly
 closer: by more than the calibration's ``cover_rival_margin`` in a hit's own
 relevance (``memory.retrieval.scoring.MessageWeights.base``: meaning and
 BM25, without the speaker and the other signals that rank the named
-member's messages first). A rival is a hit about its own author (a
-message that tells of them, a fact about them) that only states: no
+member's messages first). A rival is a fact about another member, or a
+message about its author in the first person ("A tropical vacation is
+always a good idea" holds an opinion, not a story) that only states: no
 question, no second-person word ("How long have you been into art?" asks
 the named member for their story; "Your store looks great!" praises theirs).
 Such an outmatched hit is marked ``OUTMATCHED``.
@@ -259,11 +260,14 @@ class NamedQuery:
 
     def _rival(self, hit: Hit) -> bool:
         """Whether ``hit`` (not about a named member) tells its author's own
-        story: about them (as a named member's hit would be), only statements,
-        no second-person word."""
+        story: a fact about them, or a message about them (as a named
+        member's would be) in the first person, only statements, no
+        second-person word."""
         if hit.subject not in self.names.ids or self.reason(hit) in ATTRIBUTING:
             return False
         if statement_share(hit.text) < 1.0 or speaks_to_other(hit.text):
+            return False
+        if hit.kind == "message" and not speaks_of_self(hit.text):
             return False
         theirs = dataclasses.replace(self, named=frozenset({hit.subject}))
         return theirs.reason(hit) in ATTRIBUTING
