@@ -175,6 +175,9 @@ def test_a_hit_about_the_named_member_is_outmatched_by_anothers_clearly_closer_s
         == TOLD_OF_SELF
     )
     assert first(make_hit("2", bobs, subject="lore", kind="fact", score=0.9)) == TOLD_OF_SELF
+    # A second-person word elsewhere in the message leaves the story his.
+    agrees = "Yeah, you're right. I volunteer at the shelter every weekend."
+    assert first(make_hit("2", agrees, subject="u-bob", score=0.9)) == OUTMATCHED
     # A rival below the first hits that are looked at does not count.
     filler = [make_hit(str(n), "Ran a marathon", score=0.2) for n in range(3, 12)]
     far = about.judged([hers, *filler, make_hit("2", bobs, subject="u-bob", score=0.9)])

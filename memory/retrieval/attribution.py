@@ -50,8 +50,11 @@ BM25, without the speaker and the other signals that rank the named
 member's messages first). A rival is a fact about another member, or a
 message about its author in the first person ("A tropical vacation is
 always a good idea" holds an opinion, not a story) that only states: no
-question, no second-person word ("How long have you been into art?" asks
-the named member for their story; "Your store looks great!" praises theirs).
+question, and no second-person word in the sentences that share the
+query's words (in the whole message if none does): "How long have you been
+into art?" asks the named member for their story, "Your store looks great!"
+praises theirs, while "Yeah, you're right. Family's everything to me since
+the accident" tells the author's own.
 Such an outmatched hit is marked ``OUTMATCHED``.
 
 Each of the first hits of a query naming members carries the verdict in
@@ -261,11 +264,14 @@ class NamedQuery:
     def _rival(self, hit: Hit) -> bool:
         """Whether ``hit`` (not about a named member) tells its author's own
         story: a fact about them, or a message about them (as a named
-        member's would be) in the first person, only statements, no
-        second-person word."""
+        member's would be) in the first person, only statements, and no
+        second-person word where it shares the query's words."""
         if hit.subject not in self.names.ids or self.reason(hit) in ATTRIBUTING:
             return False
-        if statement_share(hit.text) < 1.0 or speaks_to_other(hit.text):
+        if statement_share(hit.text) < 1.0:
+            return False
+        sharing = [x for x in _sentences(hit.text) if self._shares_word(x)]
+        if any(speaks_to_other(x) for x in sharing or [hit.text]):
             return False
         if hit.kind == "message" and not speaks_of_self(hit.text):
             return False
