@@ -59,7 +59,12 @@ def test_a_message_about_its_author_and_one_aimed_at_someone_else() -> None:
 
 
 def test_a_name_in_address_is_not_a_name_spoken_of() -> None:
-    for text in ("Thanks, Alice! The race was fun", "Hey Alice, how are you", "Nice one, Alice."):
+    for text in (
+        "Thanks, Alice! The race was fun",
+        "Hey Alice, how are you",
+        "Nice one, Alice.",
+        "Woohoo Alice! I passed the interview",
+    ):
         (match,) = find_names(text, NAMES)
         assert addressed(text, match), text
     for text in ("Alice told me she ran", "I went running with Alice and her dog"):

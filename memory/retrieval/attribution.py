@@ -139,7 +139,8 @@ _SHARED_PREFIX = 6
 # Words that open an address: "Hey Alice,", "Thanks Alice!".
 _GREETINGS = frozenset(
     """
-    hey hi hello hiya yo thanks thank thx congrats congratulations wow oh aw aww ah yes yeah yep
+    hey hi hello hiya yo thanks thank thx congrats congratulations wow woah whoa woohoo yay hooray
+    cheers oh aw aww ah yes yeah yep
     sure ok okay dear morning night bye love sorry well haha lol omg hallo danke hola gracias
     привет спасибо
     """.split()
