@@ -340,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             # Not swept here (it judges hits about a named member, which the
             # kept score parts do not say): the entry keeps what it had.
             thresholds["cover_named_sem_min"] = previous.cover_named_sem_min
+            thresholds["cover_rival_margin"] = previous.cover_rival_margin
         existing[model] = GateCalibration(**thresholds, measured=measured)
         args.write.write_text(dump_calibrations(existing), encoding="utf-8")
     return 0

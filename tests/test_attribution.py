@@ -9,7 +9,9 @@ from memory.retrieval.attribution import (
     ASKS,
     ATTRIBUTING,
     FAR_MEANING,
+    NAMED_COVER_WITHIN,
     NAMES_THEM,
+    OUTMATCHED,
     SOMEONE_ELSE,
     THEIR_FACT,
     TO_ANOTHER,
@@ -57,7 +59,12 @@ def test_a_message_about_its_author_and_one_aimed_at_someone_else() -> None:
 
 
 def test_a_name_in_address_is_not_a_name_spoken_of() -> None:
-    for text in ("Thanks, Alice! The race was fun", "Hey Alice, how are you", "Nice one, Alice."):
+    for text in (
+        "Thanks, Alice! The race was fun",
+        "Hey Alice, how are you",
+        "Nice one, Alice.",
+        "Woohoo Alice! I passed the interview",
+    ):
         (match,) = find_names(text, NAMES)
         assert addressed(text, match), text
     for text in ("Alice told me she ran", "I went running with Alice and her dog"):
@@ -144,3 +151,45 @@ def test_every_reason_says_whether_the_hit_counts() -> None:
     marked = about.marked(fact)
     assert marked.parts.about == THEIR_FACT
     assert dataclasses.replace(marked.parts, about="") == fact.parts
+
+
+def test_a_hit_about_the_named_member_is_outmatched_by_anothers_clearly_closer_story() -> None:
+    about = NamedQuery.of(("u-alice",), NAMES, "volunteer weekends", rival_margin=0.15)
+    hers = make_hit("1", "My weekends are packed with football.", score=0.5)
+
+    def first(rival: Hit) -> str:
+        return about.judged([hers, rival])[0].parts.about
+
+    # Bob's own story, clearly closer in meaning: hers no longer covers the query.
+    bobs = "I volunteer at the shelter every weekend."
+    assert first(make_hit("2", bobs, subject="u-bob", score=0.9)) == OUTMATCHED
+    assert (
+        first(
+            make_hit("2", "Bob volunteers at the shelter.", subject="u-bob", kind="fact", score=0.9)
+        )
+        == OUTMATCHED
+    )
+    # Closer, but within the margin; or not a rival: a question, words put to
+    # someone else, a subject that is no member (lore).
+    assert first(make_hit("2", bobs, subject="u-bob", score=0.7)) == TOLD_OF_SELF
+    assert first(make_hit("2", "Do you volunteer on weekends?", subject="u-bob", score=0.9)) == (
+        TOLD_OF_SELF
+    )
+    assert (
+        first(make_hit("2", "Your weekends volunteering sound great.", subject="u-bob", score=0.9))
+        == TOLD_OF_SELF
+    )
+    assert first(make_hit("2", bobs, subject="lore", kind="fact", score=0.9)) == TOLD_OF_SELF
+    # A second-person word elsewhere in the message leaves the story his.
+    agrees = "Yeah, you're right. I volunteer at the shelter every weekend."
+    assert first(make_hit("2", agrees, subject="u-bob", score=0.9)) == OUTMATCHED
+    # A rival below the first hits that are looked at does not count.
+    filler = [make_hit(str(n), "Ran a marathon", score=0.2) for n in range(3, 12)]
+    far = about.judged([hers, *filler, make_hit("2", bobs, subject="u-bob", score=0.9)])
+    assert far[0].parts.about == TOLD_OF_SELF
+    assert len(far) == NAMED_COVER_WITHIN
+    # Uncalibrated (no margin): no rival outmatches.
+    plain = NamedQuery.of(("u-alice",), NAMES, "volunteer weekends")
+    assert plain.judged([hers, make_hit("2", bobs, subject="u-bob", score=0.9)])[0].parts.about == (
+        TOLD_OF_SELF
+    )

@@ -15,7 +15,14 @@ from bot.settings import SettingsError, load_settings
 from memory.embed.local import LOCAL_MODEL_ID
 from memory.errors import InvalidInput
 from memory.models import IncomingMessage
-from memory.retrieval.attribution import ASKS, NAMED_COVER_WITHIN, SOMEONE_ELSE, TO_ANOTHER
+from memory.retrieval.attribution import (
+    ASKS,
+    ATTRIBUTING,
+    NAMED_COVER_WITHIN,
+    OUTMATCHED,
+    SOMEONE_ELSE,
+    TO_ANOTHER,
+)
 from memory.retrieval.gate_calibration import (
     GateCalibration,
     GateTable,
@@ -35,6 +42,7 @@ def test_a_calibration_round_trips_through_the_file_and_the_setting(tmp_path: Pa
         lex_min_with_semantic=0.55,
         combined_min_with_semantic=0.9,
         cover_named_sem_min=0.45,
+        cover_rival_margin=0.2,
         measured={"data": ["dev"], "abstention_pooled": 0.93},
     )
     path = tmp_path / "gate.json"
@@ -248,3 +256,37 @@ async def test_a_members_reaction_to_anothers_story_does_not_cover_a_query_about
         h.parts.about in {ASKS, TO_ANOTHER, SOMEONE_ELSE} for h in ranked[:NAMED_COVER_WITHIN]
     )
     assert any(h.parts.about == TO_ANOTHER and h.subject == "alice" for h in ranked)
+
+
+# Two members' own stories that share a word: the shelter is Bob's, Alice only
+# tells of her own weekends.
+RIVALS_GUILD = "g-rivals"
+RIVALS: tuple[tuple[str, str], ...] = (
+    ("bob", "I volunteer at the animal shelter every weekend, walking the rescue dogs."),
+    ("alice", "Weekends are packed for me, football with the kids and then the market."),
+    ("bob", "The shelter dogs are so happy when I come in on Saturday mornings."),
+    ("alice", "I baked a lemon tart for my sister's birthday yesterday."),
+    ("bob", "My sister only ever bakes brownies, never tarts."),
+    ("alice", "The tart came out a bit sour but everyone had seconds."),
+)
+
+
+async def test_a_query_about_one_member_is_not_covered_when_anothers_story_is_clearly_closer(
+    make_memory: Callable[..., Any],
+) -> None:
+    mem = await _guild(make_memory, RIVALS, RIVALS_GUILD, minutes=5)
+
+    async def strict(query: str) -> list[Any]:
+        return list(await mem.search(RIVALS_GUILD, query, scope="all", limit=5))
+
+    # Alice tells of her weekends, but the volunteering is Bob's.
+    assert await strict("Where does Bob volunteer on weekends?")
+    assert await strict("Where does Alice volunteer on weekends?") == []
+    # Her own story stays hers although Bob's sister bakes too.
+    assert await strict("What did Alice bake for her sister's birthday?")
+    ranked = await mem.search(
+        RIVALS_GUILD, "Where does Alice volunteer on weekends?", scope="all", gate=False
+    )
+    first = ranked[:NAMED_COVER_WITHIN]
+    assert any(h.parts.about == OUTMATCHED and h.subject == "alice" for h in first)
+    assert not any(h.parts.about in ATTRIBUTING for h in first)

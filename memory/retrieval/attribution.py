@@ -38,6 +38,25 @@ its meaning is close: semantic similarity at least the calibration's
 speaker signal lifts the named member's loosely related messages into the
 first hits.
 
+A question about one member is often about another's story: "What did
+Melanie realise after her race?" when Caroline ran it. The named member's
+messages lead the ranking (the speaker signal), and one of them tells of
+themself with a word of the question ("My kids are excited about summer").
+So an attributable hit among the first counts only when no other member's
+own story among the first ``RIVAL_WITHIN`` hits matches the query clearly
+closer: by more than the calibration's ``cover_rival_margin`` in a hit's own
+relevance (``memory.retrieval.scoring.MessageWeights.base``: meaning and
+BM25, without the speaker and the other signals that rank the named
+member's messages first). A rival is a fact about another member, or a
+message about its author in the first person ("A tropical vacation is
+always a good idea" holds an opinion, not a story) that only states: no
+question, and no second-person word in the sentences that share the
+query's words (in the whole message if none does): "How long have you been
+into art?" asks the named member for their story, "Your store looks great!"
+praises theirs, while "Yeah, you're right. Family's everything to me since
+the accident" tells the author's own.
+Such an outmatched hit is marked ``OUTMATCHED``.
+
 Each of the first hits of a query naming members carries the verdict in
 ``parts.about`` (``ABOUT_REASONS``): why it counts, or why it does not.
 """
@@ -46,11 +65,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from memory.models import Hit
 from memory.retrieval.query import MemberNames, NameMatch, content_terms, find_names, light_stem
+from memory.retrieval.scoring import DEFAULT_MESSAGE_WEIGHTS
 from memory.retrieval.voice import WORD, speaks_of_self, speaks_to_other, statement_share
 from memory.text import tokens
 
@@ -61,6 +81,8 @@ __all__ = [
     "FAR_MEANING",
     "NAMED_COVER_WITHIN",
     "NAMES_THEM",
+    "OUTMATCHED",
+    "RIVAL_WITHIN",
     "SOMEONE_ELSE",
     "THEIR_FACT",
     "TOLD_OF_SELF",
@@ -69,6 +91,7 @@ __all__ = [
     "about_author",
     "addressed",
     "attributed",
+    "own_relevance",
 ]
 # How far down strict search's ranking the attributable hit that covers a
 # query may be. Attributable evidence of an answerable question leads the
@@ -81,6 +104,11 @@ __all__ = [
 # 33.8 % (−1.7, −1.8); within 3 38.0 % (−2.1, −2.2); within 2 50.7 %
 # (−3.2, −2.9); first only 71.8 % (−8.7, −9.0).
 NAMED_COVER_WITHIN = 3
+# How far down the ranking another member's own story is looked for (see the
+# module). The other's story that a false premise moves onto the named member
+# ranks among the first ten in LoCoMo dev (the speaker signal keeps it below
+# the named member's messages); deeper, the rivals are mostly loose matches.
+RIVAL_WITHIN = 10
 
 # ``parts.about``: why a hit is about a named member ...
 THEIR_FACT = "their fact"
@@ -91,8 +119,18 @@ ASKS = "asks about it"
 TO_ANOTHER = "speaks to another"
 FAR_MEANING = "shares no word, meaning too far"
 SOMEONE_ELSE = "about someone else"
+OUTMATCHED = "another's own story is closer"
 ATTRIBUTING = frozenset({THEIR_FACT, TOLD_OF_SELF, NAMES_THEM})
-ABOUT_REASONS = (THEIR_FACT, TOLD_OF_SELF, NAMES_THEM, ASKS, TO_ANOTHER, FAR_MEANING, SOMEONE_ELSE)
+ABOUT_REASONS = (
+    THEIR_FACT,
+    TOLD_OF_SELF,
+    NAMES_THEM,
+    ASKS,
+    TO_ANOTHER,
+    FAR_MEANING,
+    SOMEONE_ELSE,
+    OUTMATCHED,
+)
 _EPS = 1e-9
 # Letters two words must share at their start to count as one word when
 # neither's stem is the other's beginning.
@@ -101,7 +139,8 @@ _SHARED_PREFIX = 6
 # Words that open an address: "Hey Alice,", "Thanks Alice!".
 _GREETINGS = frozenset(
     """
-    hey hi hello hiya yo thanks thank thx congrats congratulations wow oh aw aww ah yes yeah yep
+    hey hi hello hiya yo thanks thank thx congrats congratulations wow woah whoa woohoo yay hooray
+    cheers oh aw aww ah yes yeah yep
     sure ok okay dear morning night bye love sorry well haha lol omg hallo danke hola gracias
     привет спасибо
     """.split()
@@ -163,6 +202,9 @@ class NamedQuery:
     unworded_sem_min: float = 0.0
     # The stems' first ``_SHARED_PREFIX`` letters (those that long).
     prefixes: frozenset[str] = frozenset()
+    # How much closer (own relevance) another member's own story may be than
+    # an attributable hit that still counts (above 1: any).
+    rival_margin: float = 1.5
 
     @classmethod
     def of(
@@ -171,10 +213,11 @@ class NamedQuery:
         names: MemberNames,
         content: str,
         unworded_sem_min: float = 0.0,
+        rival_margin: float = 1.5,
     ) -> NamedQuery:
         stems = tuple(dict.fromkeys(light_stem(t) for t in content_terms(content)))
         prefixes = frozenset(s[:_SHARED_PREFIX] for s in stems if len(s) >= _SHARED_PREFIX)
-        return cls(frozenset(named), names, stems, unworded_sem_min, prefixes)
+        return cls(frozenset(named), names, stems, unworded_sem_min, prefixes, rival_margin)
 
     def reason(self, hit: Hit) -> str:
         """Why ``hit`` is (a reason in ``ATTRIBUTING``) or is not about a named member."""
@@ -192,10 +235,49 @@ class NamedQuery:
             return NAMES_THEM
         return verdict
 
-    def marked(self, hit: Hit) -> Hit:
-        """``hit`` with its ``parts.about`` set."""
-        parts = dataclasses.replace(hit.parts, about=self.reason(hit))
+    def marked(self, hit: Hit, reason: str | None = None) -> Hit:
+        """``hit`` with its ``parts.about`` set (to ``reason``, or its own)."""
+        parts = dataclasses.replace(hit.parts, about=reason or self.reason(hit))
         return dataclasses.replace(hit, parts=parts)
+
+    def judged(self, hits: Sequence[Hit]) -> list[Hit]:
+        """The first ``NAMED_COVER_WITHIN`` of ``hits`` (best first), marked;
+        an attributable one that another member's own story among the first
+        ``RIVAL_WITHIN`` outmatches is marked ``OUTMATCHED`` (see the module)."""
+        reasons = [self.reason(h) for h in hits[:NAMED_COVER_WITHIN]]
+        rival = max(
+            (
+                own_relevance(h)
+                for h in hits[:RIVAL_WITHIN]
+                if h.subject not in self.named and self._rival(h)
+            ),
+            default=None,
+        )
+        if rival is not None:
+            reasons = [
+                OUTMATCHED
+                if why in ATTRIBUTING and rival - own_relevance(h) > self.rival_margin + _EPS
+                else why
+                for h, why in zip(hits, reasons, strict=False)
+            ]
+        return [self.marked(h, why) for h, why in zip(hits, reasons, strict=False)]
+
+    def _rival(self, hit: Hit) -> bool:
+        """Whether ``hit`` (not about a named member) tells its author's own
+        story: a fact about them, or a message about them (as a named
+        member's would be) in the first person, only statements, and no
+        second-person word where it shares the query's words."""
+        if hit.subject not in self.names.ids or self.reason(hit) in ATTRIBUTING:
+            return False
+        if statement_share(hit.text) < 1.0:
+            return False
+        sharing = [x for x in _sentences(hit.text) if self._shares_word(x)]
+        if any(speaks_to_other(x) for x in sharing or [hit.text]):
+            return False
+        if hit.kind == "message" and not speaks_of_self(hit.text):
+            return False
+        theirs = dataclasses.replace(self, named=frozenset({hit.subject}))
+        return theirs.reason(hit) in ATTRIBUTING
 
     def _own_message(self, hit: Hit) -> str:
         text, author = hit.text, hit.subject
@@ -251,6 +333,13 @@ _SENTENCE = re.compile(r"[^.!?…。！？\n]+[.!?…。！？]*")
 _ALNUM = re.compile(r"[^\W_]")
 _CLAUSE = re.compile(r"[,;:，、；：]\s*|\s+[-–—]+\s+")
 _CLOSERS = " \t\"'”’)]»」』"
+
+
+def own_relevance(hit: Hit) -> float:
+    """``hit``'s relevance of its own: meaning and BM25 as message ranking
+    weighs them (``MessageWeights.base``), without the signals about who
+    wrote it or when."""
+    return DEFAULT_MESSAGE_WEIGHTS.base(hit.parts.semantic, hit.parts.bm25)
 
 
 def _sentences(text: str) -> list[str]:

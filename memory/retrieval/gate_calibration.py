@@ -55,6 +55,7 @@ THRESHOLDS: tuple[str, ...] = (
     "cover_sem_min",
     "cover_lex_min",
     "cover_named_sem_min",
+    "cover_rival_margin",
 )
 _EPS = 1e-9
 
@@ -73,6 +74,9 @@ class GateCalibration:
     ``cover_named_sem_min``: when the query names members, the least semantic
     similarity at which a message of theirs that shares no word with the
     query counts as about them (``memory.retrieval.attribution``); 0: no floor.
+    ``cover_rival_margin``: how much closer to the query (a hit's own
+    relevance: meaning and BM25) another member's own story may be than a
+    hit about the named member that still covers the query; above 1: any.
     """
 
     sem_min: float = DEFAULT_WEIGHTS.sem_min
@@ -83,6 +87,7 @@ class GateCalibration:
     cover_sem_min: float = 0.0
     cover_lex_min: float = 0.0
     cover_named_sem_min: float = 0.0
+    cover_rival_margin: float = 1.5
     measured: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def apply(self, weights: ScoringWeights) -> ScoringWeights:

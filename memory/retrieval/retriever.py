@@ -201,8 +201,9 @@ class Retriever:
                     await ctx.member_names(guild_id),
                     plan.content,
                     calibration.cover_named_sem_min,
+                    calibration.cover_rival_margin,
                 )
-                first = [about.marked(h) for h in hits[:NAMED_COVER_WITHIN]]
+                first = about.judged(hits)
                 hits[:NAMED_COVER_WITHIN] = first
                 covering = [h for h in first if h.parts.about in ATTRIBUTING]
             if gate and not calibration.covers(h.parts for h in covering):
