@@ -67,6 +67,13 @@ class TextReadings:
             r = self._by_seq[seq] = _Reading(text)
         return r
 
+    def know(self, seq: int, text: str, statement: float, first_person: float) -> None:
+        """Take the message's statement and first-person shares as read
+        elsewhere (``memory.retrieval.held_voice``) from the same ``text``."""
+        r = self._get(seq, text)
+        r.statement = statement
+        r.first_person = first_person
+
     def statement(self, seq: int, text: str) -> float:
         """``statement_share`` of the message."""
         r = self._get(seq, text)

@@ -59,6 +59,8 @@ class _MsgCand:
 class _MessageGather:
     cands: list[_MsgCand]
     missing: list[str]  # message ids without a vector
+    # (statement, first-person share) by seq, as the lexicon read them
+    voices: dict[int, tuple[float, float]]
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,9 @@ class MessageSearch:
             )
             if n:  # gathered again; an offered upper FTS range is reused
                 got = await ctx.db.read(gather, guild_id, plan, vs, skip, readings, upper, lex)
+        for c in got.cands:
+            if (voice := got.voices.get(c.seq)) is not None:
+                readings.know(c.seq, c.msg.content, *voice)
         gate = ctx.gate_weights(qv)
         ranked = self._rank(
             plan,
@@ -213,7 +218,8 @@ class MessageSearch:
             past = superseded_sources(con, guild_id, [c.msg.id for c in cands], skip.until)
             for c in cands:
                 c.superseded = c.msg.id in past
-        return _MessageGather(cands, missing)
+        voices = lex.voices((c.seq, c.msg.content) for c in cands) if lex is not None else {}
+        return _MessageGather(cands, missing, voices)
 
     def _split_fts(
         self, guild_id: str, plan: QueryPlan, vs: VectorSearch | None
