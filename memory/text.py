@@ -139,14 +139,35 @@ def fold_lookalikes(text: str, *, one: str = "i") -> str:
     return _LOOKALIKE_TOKEN.sub(fold, text)
 
 
+# ASCII's characters that are neither letter nor digit (``_WORD`` splits on them).
+_ASCII_SEPARATORS = str.maketrans({chr(i): " " for i in range(128) if not chr(i).isalnum()})
+
+
 def compact(text: str) -> str:
     """Lowercase; drop URLs, custom emoji and mentions; non-alphanumerics → spaces."""
-    value = unicodedata.normalize("NFKC", strip_invisible(text or ""))
+    text = text or ""
+    if text.isascii():
+        return _compact_ascii(text)
+    value = unicodedata.normalize("NFKC", strip_invisible(text))
     value = _URL.sub(" ", value)
     value = _CUSTOM_EMOJI.sub(" ", value)
     value = _MENTION.sub(" ", value)
     value = value.casefold()
     return " ".join(_WORD.findall(value))
+
+
+def _compact_ascii(text: str) -> str:
+    """``compact`` of ASCII text, in a few C-speed passes: NFKC leaves ASCII
+    as it is and it holds no invisible code point, each pattern is tried only
+    when its mark is there, and ``_WORD``'s letters and digits are
+    ``[A-Za-z0-9]`` (chat search reads hundreds of long messages per query)."""
+    value = text
+    if "://" in value or "www." in value.lower():
+        value = _URL.sub(" ", value)
+    if "<" in value:  # before lower-casing: a custom emoji is ``<a:`` or ``<:``
+        value = _CUSTOM_EMOJI.sub(" ", value)
+        value = _MENTION.sub(" ", value)
+    return " ".join(value.lower().translate(_ASCII_SEPARATORS).split())
 
 
 def _split_run(run: str) -> list[str]:

@@ -14,6 +14,7 @@ import pytest
 
 from memory.retrieval.lexicon import GuildLexicon, LexiconConfig, parse_match, words
 from memory.retrieval.query import fts_match_expression
+from memory.retrieval.voice import first_person_share, statement_share
 from memory.store import messages as store_messages
 from memory.store import sqlite
 from memory.store.message_texts import guild_texts
@@ -218,3 +219,51 @@ async def test_a_questions_parts_wait_for_the_same_build(make_memory: Callable[.
     # (the first search's cosines come from the stored vectors, the matrix
     # loading: they differ in the 7th decimal)
     assert [h.parts.bm25 for h in first] == pytest.approx([h.parts.bm25 for h in again])
+
+
+def test_held_voice_readings_follow_their_rows(tmp_path: Any) -> None:
+    """Each row's statement and first-person shares are those of its text;
+    another text under the same seq, a removed row, an edited one and rows
+    renumbered by compaction are answered right (or not at all)."""
+    con = sqlite.connect(tmp_path / "t.sqlite3")
+    try:
+        from memory.store.migrations import migrate
+
+        migrate(con)
+        said = [
+            "I finally signed up for a pottery class. Anyone else going?",
+            "You'll love the kiln! When is the first lesson?",
+            "my mum and I made curry",
+            "",
+        ]
+        now = "2026-05-01T00:00:00Z"
+        store_messages.insert_messages(con, [msg(t, id=f"m{i}") for i, t in enumerate(said)], now)
+        con.commit()
+        lex = GuildLexicon(GUILD)
+        lex.fill(guild_texts(con, GUILD))
+
+        def held() -> dict[int, str]:
+            return {int(r[0]): r[1] for r in con.execute("SELECT seq, content FROM messages")}
+
+        def expected(texts: dict[int, str]) -> dict[int, tuple[float, float]]:
+            return {s: (statement_share(t), first_person_share(t)) for s, t in texts.items()}
+
+        texts = held()
+        assert lex.voices(texts.items()) == expected(texts)
+        seq = {t: s for s, t in texts.items()}
+        assert lex.voices([(seq[said[2]], "we made curry")]) == {}  # not the text it holds
+        # A delete and an edit (the edit leaves its row at once, like a delete).
+        con.execute("DELETE FROM messages WHERE seq = ?", (seq[said[0]],))
+        con.execute(
+            "UPDATE messages SET content = 'I changed my mind?' WHERE seq = ?", (seq[said[1]],)
+        )
+        store_messages.insert_messages(con, [msg("Did you go? I went.", id="m9")], now)
+        con.commit()
+        lex.removed([seq[said[0]], seq[said[1]]])
+        assert set(lex.voices(texts.items())) == {seq[said[2]], seq[said[3]]}
+        lex.refresh(con)  # reads the edit and the new message, compacts the deleted row away
+        texts = held()
+        assert len(texts) == 4 and lex.rows == 4
+        assert lex.voices(texts.items()) == expected(texts)
+    finally:
+        con.close()

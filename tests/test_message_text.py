@@ -4,9 +4,19 @@ changed under the same seq read anew."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from memory.retrieval.message_text import TextReadings
 from memory.retrieval.scoring import LexicalQuery
 from memory.retrieval.voice import first_person_share, statement_share
+from memory.store import messages as store_messages
+from memory.store import sqlite
+from memory.store.migrations import migrate
+from tests.helpers import GUILD, OTHER_GUILD, msg
+
+NOW = "2026-05-01T00:00:00Z"
 
 TEXTS = {
     1: "I finally signed up for a pottery class. Anyone else going?",
@@ -37,3 +47,30 @@ def test_a_text_changed_under_its_seq_is_read_anew() -> None:
     assert readings.lexical(lexq, 1, edited) == lexq.score(edited) == 0.5
     assert readings.first_person(1, edited) == 0.0
     assert readings.statement(1, edited) == 1.0
+
+
+def test_rows_are_read_once_per_question_and_one_guilds(tmp_path: Any) -> None:
+    """The searches of one question read a message's row once: a row already
+    read is served from the readings (here: even after the table lost it,
+    which only a later question sees), the others come from the database."""
+    con = sqlite.connect(tmp_path / "t.sqlite3")
+    try:
+        migrate(con)
+        store_messages.insert_messages(
+            con, [msg(t, id=f"m{i}") for i, t in enumerate(TEXTS.values())], NOW
+        )
+        store_messages.insert_messages(con, [msg("elsewhere", id="o1", guild=OTHER_GUILD)], NOW)
+        con.commit()
+        seqs = {r[1]: r[0] for r in con.execute("SELECT seq, id FROM messages")}
+        readings = TextReadings()
+        first = readings.rows(con, GUILD, [seqs["m0"], seqs["m1"]])
+        assert [m.id for m in first.values()] == ["m0", "m1"]
+        con.execute("DELETE FROM messages WHERE id = 'm0'")
+        again = readings.rows(con, GUILD, [seqs["m0"], seqs["m1"], seqs["m2"], seqs["o1"]])
+        assert sorted(m.id for m in again.values()) == ["m0", "m1", "m2"]  # not the other guild's
+        assert again[seqs["m0"]] is first[seqs["m0"]]
+        assert seqs["m0"] not in TextReadings().rows(con, GUILD, [seqs["m0"]])  # a new question
+        with pytest.raises(ValueError):
+            readings.rows(con, OTHER_GUILD, [seqs["o1"]])
+    finally:
+        con.close()

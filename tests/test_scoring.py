@@ -293,3 +293,18 @@ def test_rank_ties_keep_input_order() -> None:
         "b",
         "c",
     ]
+
+
+_ASCII_BITS = st.sampled_from(
+    " a Z 9 _ - ' < > : @ ! & # <a: <A: <: :123456> <A:Wave:123456> <a:wave:123456> "
+    "<:ok:1234567> <@123456> <#1234567> http:// HTTPS:// www. WWW. x.y/z ~ .".split()
+    + [" ", "\t", "\n"]
+)
+
+
+@given(st.lists(_ASCII_BITS, max_size=30))
+def test_compact_of_ascii_text_equals_the_general_path(bits: list[str]) -> None:
+    """ASCII text takes a shortcut; a non-ASCII word after it sends the same
+    text down the general path, which must give the same words."""
+    text = "".join(bits)
+    assert compact(text + " é") == " ".join(w for w in (compact(text), "é") if w)

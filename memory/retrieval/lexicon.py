@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from memory.retrieval.held_voice import HeldVoice
 from memory.store import message_texts
 from memory.store.changes import Change, ExternalCommit, VectorsRemoved
 from memory.store.sql import dialect_of
@@ -124,6 +125,7 @@ class GuildLexicon:
         self._len = np.zeros(0, dtype=np.float32)
         self._alive = np.zeros(0, dtype=bool)
         self._row: dict[int, int] = {}
+        self._voice = HeldVoice()
         self._n = 0
         self._dead = 0
         self._total_len = 0.0
@@ -147,7 +149,8 @@ class GuildLexicon:
     @property
     def nbytes(self) -> int:
         posts = sum(d.nbytes + t.nbytes for d, t in self._post.values())
-        return posts + 100 * len(self._post) + 13 * self._n + 64 * len(self._row)
+        held = 13 * self._n + 64 * len(self._row) + self._voice.nbytes
+        return posts + 100 * len(self._post) + held
 
     def holds(self, word: str) -> bool:
         """Whether any row held counts ``word`` (after the last refresh)."""
@@ -175,6 +178,7 @@ class GuildLexicon:
         alive = np.zeros(cap, dtype=bool)
         alive[: self._n] = self._alive[: self._n]
         self._alive = alive
+        self._voice.grow(cap)
 
     def _add_locked(self, rows: Sequence[tuple[int, str | None]]) -> None:
         self._grow(len(rows))
@@ -189,6 +193,7 @@ class GuildLexicon:
             self._seq[r] = seq
             self._len[r] = len(ws)
             self._alive[r] = True
+            self._voice.read(r, text or "")
             self._row[seq] = r
             self._total_len += len(ws)
             for w, c in Counter(ws).items():
@@ -247,6 +252,7 @@ class GuildLexicon:
             self._seq = self._seq[: self._n][keep].copy()
             self._len = self._len[: self._n][keep].copy()
             self._alive = np.ones(n, dtype=bool)
+            self._voice.keep(np.flatnonzero(keep))
             self._n = n
             self._dead = 0
             self._row = {int(s): i for i, s in enumerate(self._seq)}
@@ -292,6 +298,17 @@ class GuildLexicon:
                 self._compact_locked()
 
     # -- search -------------------------------------------------------------------------------
+    def voices(self, texts: Iterable[tuple[int, str]]) -> dict[int, tuple[float, float]]:
+        """(statement share, first-person share) of each (seq, text) held as
+        that text (``memory.retrieval.held_voice``); others are left out."""
+        out: dict[int, tuple[float, float]] = {}
+        with self.lock:
+            for seq, text in texts:
+                r = self._row.get(seq)
+                if r is not None and (got := self._voice.of(r, text)) is not None:
+                    out[seq] = got
+        return out
+
     def best(self, match: str, limit: int) -> list[tuple[int, float]]:
         """(seq, raw score) of the ``limit`` best matches of ``match``, best
         first; the score is BM25 negated, as FTS5's ``bm25()`` (lower is

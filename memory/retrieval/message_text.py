@@ -1,18 +1,23 @@
-"""What message ranking reads off a message's text, read once per search.
+"""What message ranking reads of a message, read once per search.
 
 A question in parts ranks mostly the same messages several times (the whole
 question and each part, ``memory.retrieval.decompose``), and reading a long
-message — its compact form and words for the lexical overlap, its share of
-statements, its share of first-person words — costs more than scoring it.
-``TextReadings`` keeps those readings for one search only: it holds message
-text, which must not outlive the search (a message forgotten meanwhile is
-gone from memory once the search returns).
+message — its row from the database, its compact form and words for the
+lexical overlap, its share of statements, its share of first-person words —
+costs more than scoring it. ``TextReadings`` keeps those readings for one
+search only: it holds message text, which must not outlive the search (a
+message forgotten meanwhile is gone from memory once the search returns).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from memory.models import StoredMessage
 from memory.retrieval.scoring import LexicalQuery, compact_tokens
 from memory.retrieval.voice import first_person_share, statement_share
+from memory.store import messages as store_messages
 from memory.text import compact
 
 __all__ = ["TextReadings"]
@@ -34,12 +39,40 @@ class TextReadings:
 
     def __init__(self) -> None:
         self._by_seq: dict[int, _Reading] = {}
+        self._rows: dict[int, StoredMessage] = {}
+        self._guild: str | None = None
+
+    def rows(self, con: Any, guild_id: str, seqs: Sequence[int]) -> dict[int, StoredMessage]:
+        """The guild's messages among ``seqs`` (``messages_by_seq``): those one
+        of this question's searches has read already, the others read now.
+
+        The searches of a question run on several reader threads at once; a
+        row two of them read at the same moment is read twice, never wrongly.
+        """
+        if self._guild is None:
+            self._guild = guild_id
+        elif self._guild != guild_id:  # one question searches one guild
+            raise ValueError("TextReadings hold one guild's messages")
+        known = self._rows
+        out = {s: known[s] for s in seqs if s in known}
+        if len(out) < len(seqs):
+            fresh = store_messages.messages_by_seq(con, guild_id, [s for s in seqs if s not in out])
+            known.update(fresh)
+            out.update(fresh)
+        return out
 
     def _get(self, seq: int, text: str) -> _Reading:
         r = self._by_seq.get(seq)
         if r is None or r.text != text:  # a text edited between two reads counts anew
             r = self._by_seq[seq] = _Reading(text)
         return r
+
+    def know(self, seq: int, text: str, statement: float, first_person: float) -> None:
+        """Take the message's statement and first-person shares as read
+        elsewhere (``memory.retrieval.held_voice``) from the same ``text``."""
+        r = self._get(seq, text)
+        r.statement = statement
+        r.first_person = first_person
 
     def statement(self, seq: int, text: str) -> float:
         """``statement_share`` of the message."""

@@ -31,7 +31,6 @@ from memory.retrieval.shared_part import Offers, SharedPart
 from memory.retrieval.vector_search import VectorSearch
 from memory.retrieval.voice import asks_for_own_story
 from memory.store import message_fts
-from memory.store import messages as store_messages
 from memory.store.fact_time import superseded_sources
 from memory.store.search import adjacent_seqs
 
@@ -60,6 +59,8 @@ class _MsgCand:
 class _MessageGather:
     cands: list[_MsgCand]
     missing: list[str]  # message ids without a vector
+    # (statement, first-person share) by seq, as the lexicon read them
+    voices: dict[int, tuple[float, float]]
 
 
 @dataclass(frozen=True)
@@ -88,14 +89,14 @@ def _merge_fts(parts: Sequence[Sequence[_FtsRow]], limit: int) -> list[_FtsRow]:
 
 
 def _lexicon_best(
-    con: Any, lex: GuildLexicon, guild_id: str, match: str, limit: int
+    con: Any, lex: GuildLexicon, guild_id: str, match: str, limit: int, readings: TextReadings
 ) -> list[_FtsRow]:
     """The guild's ``limit`` best BM25 matches from its lexicon, after reading
     what was stored since its last search; each joined to its row (a message
     deleted a moment ago is not)."""
     lex.refresh(con)
     ranked = lex.best(match, limit)
-    rows = store_messages.messages_by_seq(con, guild_id, [seq for seq, _ in ranked])
+    rows = readings.rows(con, guild_id, [seq for seq, _ in ranked])
     return [(seq, rows[seq], raw) for seq, raw in ranked if seq in rows]
 
 
@@ -129,13 +130,18 @@ class MessageSearch:
         skip = _Skip(frozenset(exclude), visible, until)
         lex = await ctx.lexicons.get(guild_id) if plan.message_match else None
         upper = None if lex is not None else self._split_fts(guild_id, plan, vs)
-        got = await ctx.db.read(self._gather, guild_id, plan, vs, skip, upper, lex)
+        readings = readings or TextReadings()
+        gather = self._gather
+        got = await ctx.db.read(gather, guild_id, plan, vs, skip, readings, upper, lex)
         if got.missing and qv is not None:
             n = await ctx.embeddings.embed_messages_by_id(
                 guild_id, got.missing[: ctx.cfg.backfill_per_query]
             )
             if n:  # gathered again; an offered upper FTS range is reused
-                got = await ctx.db.read(self._gather, guild_id, plan, vs, skip, upper, lex)
+                got = await ctx.db.read(gather, guild_id, plan, vs, skip, readings, upper, lex)
+        for c in got.cands:
+            if (voice := got.voices.get(c.seq)) is not None:
+                readings.know(c.seq, c.msg.content, *voice)
         gate = ctx.gate_weights(qv)
         ranked = self._rank(
             plan,
@@ -145,7 +151,7 @@ class MessageSearch:
             mode,
             limit,
             gate,
-            readings or TextReadings(),
+            readings,
         )
         hits = newer_first(
             [message_hit(c.msg, parts) for c, parts in ranked], plan.content, ctx.tuning.newer_first
@@ -160,6 +166,7 @@ class MessageSearch:
         plan: QueryPlan,
         vs: VectorSearch | None,
         skip: _Skip,
+        readings: TextReadings,
         upper: _UpperFts | None = None,
         lex: GuildLexicon | None = None,
     ) -> _MessageGather:
@@ -170,7 +177,7 @@ class MessageSearch:
         knn = vs.start_nearest(con, k) if vs is not None else None  # beside the FTS query
         match = plan.message_match
         if match and lex is not None:
-            found = _lexicon_best(con, lex, guild_id, match, k)
+            found = _lexicon_best(con, lex, guild_id, match, k, readings)
             for seq, m, raw in found:
                 msgs[seq] = m
                 bm[seq] = raw
@@ -188,7 +195,7 @@ class MessageSearch:
         if knn is not None:
             sem.update(knn.result())
         unknown = [s for s in sem if s not in msgs]
-        msgs.update(store_messages.messages_by_seq(con, guild_id, unknown))
+        msgs.update(readings.rows(con, guild_id, unknown))
         cands = [
             _MsgCand(seq, m, sem.get(seq), bm.get(seq))
             for seq, m in msgs.items()
@@ -206,12 +213,13 @@ class MessageSearch:
             c.base = w.base(c.semantic, b)
             by_seq[c.seq] = c
         if w.neighbour > 0 and cands:
-            self._borrow_from_neighbours(con, guild_id, cands, by_seq, vs, skip)
+            self._borrow_from_neighbours(con, guild_id, cands, by_seq, vs, skip, readings)
         if w.superseded > 0 and cands:
             past = superseded_sources(con, guild_id, [c.msg.id for c in cands], skip.until)
             for c in cands:
                 c.superseded = c.msg.id in past
-        return _MessageGather(cands, missing)
+        voices = lex.voices((c.seq, c.msg.content) for c in cands) if lex is not None else {}
+        return _MessageGather(cands, missing, voices)
 
     def _split_fts(
         self, guild_id: str, plan: QueryPlan, vs: VectorSearch | None
@@ -255,6 +263,7 @@ class MessageSearch:
         by_seq: dict[int, _MsgCand],
         vs: VectorSearch | None,
         skip: _Skip,
+        readings: TextReadings,
     ) -> None:
         """Each of the best ``neighbour_pool`` candidates learns its previous and
         next message in the channel; neighbours not yet candidates join (with
@@ -265,9 +274,7 @@ class MessageSearch:
         gap = tuning.neighbour_gap_s
         adjacent = adjacent_seqs(con, guild_id, [(c.seq, c.msg) for c in pool])
         unknown = {n for pair in adjacent.values() for n in pair if n is not None}
-        fetched = store_messages.messages_by_seq(
-            con, guild_id, [n for n in unknown if n not in by_seq]
-        )
+        fetched = readings.rows(con, guild_id, [n for n in unknown if n not in by_seq])
         links: dict[int, set[int]] = {}
         fresh: list[_MsgCand] = []
         for c in pool:

@@ -44,8 +44,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import datetime
+from typing import Any
 
 from memory.clock import Clock, iso
 from memory.config import RetrievalConfig
@@ -263,10 +264,10 @@ class Retriever:
         readings: TextReadings,
     ) -> list[Hit]:
         """Fact and message hits of one query, best first."""
-        hits: list[Hit] = []
+        searches: list[Coroutine[Any, Any, list[Hit]]] = []
         if scope in ("facts", "all"):
-            hits.extend(
-                await self.facts.hits(
+            searches.append(
+                self.facts.hits(
                     guild_id,
                     plan,
                     qv,
@@ -280,11 +281,20 @@ class Retriever:
                 )
             )
         if scope in ("messages", "all"):
-            hits.extend(
-                await self.messages.hits(
+            searches.append(
+                self.messages.hits(
                     guild_id, plan, qv, channel_id, limit, mode, visible_channels, (), at, readings
                 )
             )
+        # Side by side: one's SQL and vector product run while the other
+        # scores. A failure is raised as it is, and stops the other.
+        tasks = [asyncio.ensure_future(s) for s in searches]
+        try:
+            found = await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+        hits = [h for part in found for h in part]
         hits.sort(key=lambda h: -h.score)
         return hits
 
