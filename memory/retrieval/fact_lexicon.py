@@ -101,7 +101,7 @@ class FactLexicon:
 
     @property
     def nbytes(self) -> int:
-        return self._docs.nbytes + 150 * self._docs.size
+        return self._docs.nbytes + 200 * self._docs.size
 
     def holds(self, word: str) -> bool:
         """Whether any row held counts ``word`` (after the last refresh)."""
