@@ -30,7 +30,10 @@ Timed per size, over ``--queries`` generated member questions × ``--rounds``:
   already in RAM (``X @ q``, argpartition, sort);
 - ``vec0``: bare sqlite-vec KNN on the guild's partition
   (``... WHERE embedding MATCH ? AND k = ? AND guild_id = ?``);
-- ``fts``: the bare FTS5 query that search runs (``store.search_facts_fts``).
+- ``fts``: the bare FTS5 query (``store.search_facts_fts``), what answers
+  while a big guild's fact lexicon is built;
+- ``lexicon``: the guild's in-memory BM25 alone (``FactLexicon.best``, as
+  many candidates as search asks for), what fact search ranks by.
 
 The three baselines run on their own connection, in a pass of their own
 after each round of searches and slices (not interleaved query by query:
@@ -136,11 +139,13 @@ class Baselines:
     guild, on their own connection; timed right after each search of the same
     query, so all columns see the same machine load."""
 
-    def __init__(self, db_path: Path, model: str, k: int) -> None:
+    def __init__(self, db_path: Path, model: str, k: int, lexicon: Any, fts_k: int) -> None:
         from memory.store import sqlite
         from memory.store import vectors as store_vectors
 
         self.k = k
+        self.lexicon = lexicon  # the guild's FactLexicon (None: not built)
+        self.fts_k = fts_k
         self.con = sqlite.connect(db_path)
         dims = store_vectors.model_dims(self.con, model)
         assert dims is not None
@@ -159,6 +164,7 @@ class Baselines:
         self.einsum_ms: list[float] = []
         self.vec0_ms: list[float] = []
         self.fts_ms: list[float] = []
+        self.lexicon_ms: list[float] = []
         self.overlap: list[float] = []
 
     def run(self, q: np.ndarray, match: str | None) -> None:
@@ -184,6 +190,10 @@ class Baselines:
             t0 = time.perf_counter()
             store.search_facts_fts(self.con, TARGET_GUILD, match, 64)
             self.fts_ms.append((time.perf_counter() - t0) * 1000)
+            if self.lexicon is not None:
+                t0 = time.perf_counter()
+                self.lexicon.best(match, self.fts_k)
+                self.lexicon_ms.append((time.perf_counter() - t0) * 1000)
 
     def result(self) -> dict[str, Any]:
         return {
@@ -193,6 +203,7 @@ class Baselines:
             "numpy_einsum_product_only": _stats(self.einsum_ms),
             "vec0": _stats(self.vec0_ms),
             "fts": _stats(self.fts_ms) if self.fts_ms else None,
+            "lexicon": _stats(self.lexicon_ms) if self.lexicon_ms else None,
             "vec0_numpy_topk_overlap": round(float(np.mean(self.overlap)), 4),
         }
 
@@ -225,7 +236,10 @@ async def _measure(
         qvecs.append(found[1])
     # The baselines read the SQLite file: on PostgreSQL only the engine's own
     # search and slice are timed.
-    base = Baselines(mem.config.db_path, model, k) if baselines else None
+    base = None
+    if baselines:
+        lexicon = retriever.ctx.fact_lexicons.index.get(TARGET_GUILD)
+        base = Baselines(mem.config.db_path, model, k, lexicon, mem.config.retrieval.fts_candidates)
     search_ms: list[float] = []
     search_cpu: list[float] = []  # CPU of every thread of this process: load-independent
     slice_ms: list[float] = []
@@ -396,8 +410,10 @@ def _baselines_line(row: dict[str, Any]) -> str:
     if "numpy" not in row:
         return ""
     fts = row["fts"]["p50_ms"] if row["fts"] else float("nan")
+    lex = row["lexicon"]["p50_ms"] if row.get("lexicon") else float("nan")
     return (
         f"| numpy {row['numpy']['p50_ms']:.2f} | vec0 {row['vec0']['p50_ms']:.1f} | fts {fts:.1f} "
+        f"| lexicon {lex:.1f} "
     )
 
 
@@ -515,12 +531,14 @@ def main(argv: list[str] | None = None) -> int:
         "vec0 p50",
         "vec0 p95",
         "fts p50",
+        "lexicon p50",
         "search/numpy",
         "load",
     ]
     rows = []
     for size, r in result["sizes"].items():
         fts = r["fts"] or {"p50_ms": float("nan")}
+        lex = r.get("lexicon") or {"p50_ms": float("nan")}
         rows.append(
             [
                 size,
@@ -533,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
                 r["vec0"]["p50_ms"],
                 r["vec0"]["p95_ms"],
                 fts["p50_ms"],
+                lex["p50_ms"],
                 f"{r['search_p50_over_numpy_p50']:.2f}×",
                 _first(r["loadavg_during"][0]),
             ]

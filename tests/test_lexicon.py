@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from memory.retrieval.lexicon import GuildLexicon, LexiconConfig, parse_match, words
+from memory.retrieval.fts_words import parse_match, words
+from memory.retrieval.lexicon import GuildLexicon
+from memory.retrieval.lexicons import LexiconConfig
 from memory.retrieval.query import fts_match_expression
 from memory.retrieval.voice import first_person_share, statement_share
 from memory.store import messages as store_messages

@@ -18,7 +18,7 @@ from memory.clock import iso
 from memory.embed.base import vector_to_blob
 from memory.models import IncomingMessage
 from memory.retrieval import messages as message_search
-from memory.retrieval.lexicon import LexiconConfig
+from memory.retrieval.lexicons import LexiconConfig
 from memory.retrieval.query import fts_match_expression
 from memory.store import message_fts, sqlite
 from memory.store import messages as store_messages

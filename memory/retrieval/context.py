@@ -21,9 +21,10 @@ from memory.retrieval.addressed import (
     with_names,
     without_words,
 )
+from memory.retrieval.fact_lexicon import FactLexicon
 from memory.retrieval.gate_calibration import GateTable
-from memory.retrieval.lexicon import LexiconConfig
-from memory.retrieval.lexicons import Lexicons
+from memory.retrieval.lexicon import GuildLexicon
+from memory.retrieval.lexicons import LexiconConfig, Lexicons
 from memory.retrieval.newer_first import DEFAULT_NEWER_FIRST, NewerFirstRule
 from memory.retrieval.part_fusion import DEFAULT_PART_FUSION, PartFusionRule
 from memory.retrieval.query import EMPTY_NAMES, MemberNames, QueryPlan, plan_query
@@ -63,6 +64,7 @@ class RetrievalTuning:
     knn_overlap_min_rows: int = 20_000
     vector_cache: VectorCacheConfig = field(default_factory=VectorCacheConfig)
     lexicon: LexiconConfig = field(default_factory=LexiconConfig)  # messages' BM25 in memory
+    fact_lexicon: LexiconConfig = field(default_factory=LexiconConfig)  # facts' BM25 in memory
     newer_first: NewerFirstRule = DEFAULT_NEWER_FIRST
     addressed: AddressRule = DEFAULT_ADDRESS_RULE
     part_fusion: PartFusionRule = DEFAULT_PART_FUSION
@@ -90,7 +92,8 @@ class SearchContext:
         self.vectors = Vectors(
             db, self.tuning.vector_cache, overlap_min_rows=self.tuning.knn_overlap_min_rows
         )
-        self.lexicons = Lexicons(db, self.tuning.lexicon)
+        self.lexicons = Lexicons(db, GuildLexicon, self.tuning.lexicon, "message")
+        self.fact_lexicons = Lexicons(db, FactLexicon, self.tuning.fact_lexicon, "fact")
         self.timings: dict[str, float] = {}  # of the last search, ms by stage
         self._names: dict[str, tuple[float, MemberNames]] = {}
         self.addressed = AddressedNames(

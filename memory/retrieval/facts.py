@@ -11,6 +11,7 @@ from typing import Any
 
 from memory.models import Fact, Hit, ScoreParts
 from memory.retrieval.context import Mode, QueryVector, SearchContext
+from memory.retrieval.fact_lexicon import FactLexicon
 from memory.retrieval.filters import FactFilter
 from memory.retrieval.hits import age_days, fact_hit
 from memory.retrieval.query import QueryPlan
@@ -76,14 +77,17 @@ class FactSearch:
         started = time.perf_counter()
         # A member's own facts are few: their stored vectors are read as they are.
         vs = ctx.vector_search("facts", qv, guild_id, in_memory=not subjects)
-        upper = self._split_fts(guild_id, plan, vs, as_of) if not subjects else None
+        # The guild's BM25 from its lexicon; FTS5 while a big guild's is built.
+        lex = await ctx.fact_lexicons.get(guild_id) if plan.fact_match and not subjects else None
+        upper = self._split_fts(guild_id, plan, vs, as_of) if not subjects and not lex else None
         gather = self._gather
-        cands, missing = await ctx.db.read(gather, guild_id, plan, vs, subjects, upper, as_of)
+        args = (guild_id, plan, vs, subjects, upper, as_of, lex)
+        cands, missing = await ctx.db.read(gather, *args)
         if missing and qv is not None:
             # Lazy back-fill: a few facts without vectors get one now.
             n = await ctx.embeddings.embed_facts(guild_id, missing[: ctx.cfg.backfill_per_query])
             if n:  # gathered again; only an offered upper FTS half (``upper``) is reused
-                cands, _ = await ctx.db.read(gather, guild_id, plan, vs, subjects, upper, as_of)
+                cands, _ = await ctx.db.read(gather, *args)
         if visible is not None:
             cands = [c for c in cands if c.fact.channel_id is None or c.fact.channel_id in visible]
         if only is not None:
@@ -104,13 +108,14 @@ class FactSearch:
         subjects: list[str] | None,
         upper: _UpperFts | None,
         as_of: str | None,
+        lex: FactLexicon | None = None,
     ) -> tuple[list[_FactCand], list[int]]:
         """Candidates, and the ids among them without a vector (run on a reader)."""
         if subjects:
             facts, bm = self._subject_facts(con, guild_id, plan, subjects, as_of)
             sem: dict[int, float] = {}
         else:
-            facts, bm, sem = self._guild_facts(con, guild_id, plan, vs, upper, as_of)
+            facts, bm, sem = self._guild_facts(con, guild_id, plan, vs, upper, as_of, lex)
         facts = {i: f for i, f in facts.items() if f.is_active}
         missing: list[int] = []
         if vs is not None:
@@ -146,8 +151,11 @@ class FactSearch:
         vs: VectorSearch | None,
         upper: _UpperFts | None,
         as_of: str | None,
+        lex: FactLexicon | None = None,
     ) -> tuple[dict[int, Fact], dict[int, float], dict[int, float]]:
-        """The nearest facts by vector and the best FTS matches of the whole guild."""
+        """The nearest facts by vector and the best BM25 matches of the whole
+        guild: from its lexicon (after reading what changed since its last
+        search), else FTS5's."""
         cfg = self.ctx.cfg
         facts: dict[int, Fact] = {}
         bm: dict[int, float] = {}
@@ -157,7 +165,10 @@ class FactSearch:
         match = plan.fact_match
         if match:
             n = cfg.fts_candidates
-            if upper is None:
+            if lex is not None:
+                lex.refresh(con)
+                ranks = lex.best(match, n, as_of)
+            elif upper is None:
                 ranks = fts_fact_ranks(con, guild_id, match, n, as_of=as_of)
             else:
                 split, part = upper

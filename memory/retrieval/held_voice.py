@@ -14,6 +14,8 @@ the search) reads its own text itself.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from memory.retrieval.voice import first_person_share, statement_share
@@ -34,8 +36,10 @@ class HeldVoice:
     def nbytes(self) -> int:
         return self._statement.nbytes + self._first_person.nbytes + self._hash.nbytes
 
-    def grow(self, capacity: int) -> None:
-        if capacity > len(self._hash):
+    def grow(self, need: int) -> None:
+        """Room for ``need`` rows (doubling, as the postings grow)."""
+        if need > len(self._hash):
+            capacity = max(need, 2 * len(self._hash), 64)
             self._statement = np.resize(self._statement, capacity)
             self._first_person = np.resize(self._first_person, capacity)
             self._hash = np.resize(self._hash, capacity)
@@ -52,9 +56,16 @@ class HeldVoice:
         self._first_person = self._first_person[rows].copy()
         self._hash = self._hash[rows].copy()
 
-    def of(self, row: int, text: str) -> tuple[float, float] | None:
-        """(statement share, first-person share) of row ``row`` if it was read
-        from ``text``; None otherwise."""
-        if int(self._hash[row]) != hash(text):
-            return None
-        return float(self._statement[row]), float(self._first_person[row])
+    def of(self, rows: Sequence[int], texts: Sequence[str]) -> list[tuple[float, float] | None]:
+        """(statement share, first-person share) of each row in ``rows`` if it
+        was read from the text at the same position of ``texts``; None otherwise."""
+        if not rows:
+            return []
+        at = np.asarray(rows, dtype=np.int64)
+        same = (self._hash[at] == np.asarray([hash(t) for t in texts], dtype=np.int64)).tolist()
+        statement = self._statement[at].tolist()
+        first_person = self._first_person[at].tolist()
+        return [
+            (st, fp) if ok else None
+            for ok, st, fp in zip(same, statement, first_person, strict=True)
+        ]

@@ -116,18 +116,20 @@ class Retriever:
         )
 
     async def warm(self, guild_id: str) -> None:
-        """Load the guild's vector matrices and build its lexicon now
+        """Load the guild's vector matrices and build its lexicons now
         (benchmarks; otherwise lazy)."""
         model = self.ctx.embeddings.model_for_guild(guild_id)
         if model is not None:
             await self.ctx.vectors.warm(model, guild_id)
         await self.ctx.lexicons.warm(guild_id)
+        await self.ctx.fact_lexicons.warm(guild_id)
 
     async def close(self) -> None:
         """Stop matrix loads, drop the matrices and stop the KNN helper threads;
         the retriever still works afterwards (it reloads lazily)."""
         await self.ctx.vectors.close()
         await self.ctx.lexicons.close()
+        await self.ctx.fact_lexicons.close()
 
     # -- public ---------------------------------------------------------------------------
     async def search(

@@ -39,6 +39,15 @@ class VectorsRemoved:
 
 
 @dataclass(frozen=True)
+class FactsChanged:
+    """Facts whose indexed text (fact, evidence) or validity changed in a
+    write that leaves no ``fact_history`` row: a cache of facts re-reads
+    them (a change with a history row is found through it)."""
+
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class SettingsChanged:
     """A guild's settings were written."""
 
@@ -54,7 +63,7 @@ class ExternalCommit:
     settings_guilds: tuple[str, ...] | None = None
 
 
-Change = VectorsPut | VectorsRemoved | SettingsChanged | ExternalCommit
+Change = VectorsPut | VectorsRemoved | FactsChanged | SettingsChanged | ExternalCommit
 
 
 def record(con: Any, change: Change) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from memory.ingest.decision import CurrentFact, Decision, decide
 from memory.models import Fact
+from memory.store.changes import FactsChanged, record
 from memory.store.fact_time import message_time, observe
 from memory.store.facts import add_history, get_fact, upsert_fact
 from memory.store.vectors import delete_fact_vectors_index
@@ -252,7 +253,9 @@ def _refine(con: Any, new: NewFact, decision: Decision, seen: str, now: str, act
     ).fetchone()
     if clash is not None:
         # The refined text is a row of its own already (closed or archived):
-        # keep the one row per text and count this as a new observation.
+        # keep the one row per text and count this as a new observation
+        # (its validity may start earlier now, with no history row to say so).
+        record(con, FactsChanged((target,)))
         return _observe_again(con, new, target, seen, now)
     old = get_fact(con, new.guild_id, target)
     assert old is not None

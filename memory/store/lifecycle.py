@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from memory.store.changes import FactsChanged, record
 from memory.store.episode_sources import episode_ids, queue_rebuild
 from memory.store.facts import add_history
 from memory.store.journal_days import mark_dirty
@@ -133,6 +134,7 @@ def _unlink(con: Any, guild_id: str, fact_id: int, gone: set[str], rest: set[str
             "UPDATE memory_facts SET source_message_id = ?, evidence_text = NULL WHERE id = ?",
             (newest, fact_id),
         )
+        record(con, FactsChanged((fact_id,)))  # the quote leaves the fact's indexed text
 
 
 def withdraw_support(
@@ -240,10 +242,20 @@ def edit_message(
     )
     # A fact the new text still grounds keeps no quote of the old text; the
     # extraction of the new text quotes it again.
+    quoting = [
+        int(r[0])
+        for r in con.execute(
+            "SELECT id FROM memory_facts WHERE guild_id = ? AND source_message_id = ? "
+            "AND evidence_text IS NOT NULL",
+            (guild_id, message_id),
+        )
+    ]
     con.execute(
         "UPDATE memory_facts SET evidence_text = NULL WHERE guild_id = ? AND source_message_id = ?",
         (guild_id, message_id),
     )
+    if quoting:
+        record(con, FactsChanged(tuple(quoting)))  # the quotes leave the facts' indexed text
     seq = int(row["seq"])
     delete_message_vectors_index(con, [seq])
     con.execute("DELETE FROM message_vectors WHERE message_seq = ?", (seq,))
