@@ -14,6 +14,8 @@ the search) reads its own text itself.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from memory.retrieval.voice import first_person_share, statement_share
@@ -52,9 +54,16 @@ class HeldVoice:
         self._first_person = self._first_person[rows].copy()
         self._hash = self._hash[rows].copy()
 
-    def of(self, row: int, text: str) -> tuple[float, float] | None:
-        """(statement share, first-person share) of row ``row`` if it was read
-        from ``text``; None otherwise."""
-        if int(self._hash[row]) != hash(text):
-            return None
-        return float(self._statement[row]), float(self._first_person[row])
+    def of(self, rows: Sequence[int], texts: Sequence[str]) -> list[tuple[float, float] | None]:
+        """(statement share, first-person share) of each row in ``rows`` if it
+        was read from the text at the same position of ``texts``; None otherwise."""
+        if not rows:
+            return []
+        at = np.asarray(rows, dtype=np.int64)
+        same = (self._hash[at] == np.asarray([hash(t) for t in texts], dtype=np.int64)).tolist()
+        statement = self._statement[at].tolist()
+        first_person = self._first_person[at].tolist()
+        return [
+            (st, fp) if ok else None
+            for ok, st, fp in zip(same, statement, first_person, strict=True)
+        ]

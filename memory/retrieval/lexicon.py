@@ -301,13 +301,10 @@ class GuildLexicon:
     def voices(self, texts: Iterable[tuple[int, str]]) -> dict[int, tuple[float, float]]:
         """(statement share, first-person share) of each (seq, text) held as
         that text (``memory.retrieval.held_voice``); others are left out."""
-        out: dict[int, tuple[float, float]] = {}
         with self.lock:
-            for seq, text in texts:
-                r = self._row.get(seq)
-                if r is not None and (got := self._voice.of(r, text)) is not None:
-                    out[seq] = got
-        return out
+            held = [(seq, r, text) for seq, text in texts if (r := self._row.get(seq)) is not None]
+            got = self._voice.of([r for _, r, _ in held], [t for _, _, t in held])
+        return {seq: v for (seq, _, _), v in zip(held, got, strict=True) if v is not None}
 
     def best(self, match: str, limit: int) -> list[tuple[int, float]]:
         """(seq, raw score) of the ``limit`` best matches of ``match``, best

@@ -88,12 +88,17 @@ class TextReadings:
             r.first_person = first_person_share(text)
         return r.first_person
 
-    def lexical(self, query: LexicalQuery, seq: int, text: str) -> float:
-        """``query.score`` of the message."""
+    def compacted(self, seq: int, text: str) -> str:
+        """``compact`` of the message."""
         r = self._get(seq, text)
         if r.compacted is None:
             r.compacted = compact(text)
-        compacted = r.compacted
+        return r.compacted
+
+    def lexical(self, query: LexicalQuery, seq: int, text: str) -> float:
+        """``query.score`` of the message."""
+        r = self._get(seq, text)
+        compacted = self.compacted(seq, text)
 
         def words() -> set[str]:
             if r.words is None:

@@ -153,8 +153,12 @@ class MessageSearch:
             gate,
             readings,
         )
+        seq_of = {c.msg.id: c.seq for c, _ in ranked}
         hits = newer_first(
-            [message_hit(c.msg, parts) for c, parts in ranked], plan.content, ctx.tuning.newer_first
+            [message_hit(c.msg, parts) for c, parts in ranked],
+            plan.content,
+            ctx.tuning.newer_first,
+            lambda h: readings.compacted(seq_of[h.id], h.text),
         )
         ctx.timings["messages_ms"] = (time.perf_counter() - started) * 1000
         return hits
