@@ -4,10 +4,12 @@ changed under the same seq read anew."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
+from memory.models import StoredMessage
 from memory.retrieval.message_text import TextReadings
 from memory.retrieval.scoring import LexicalQuery
 from memory.retrieval.voice import first_person_share, statement_share
@@ -74,3 +76,9 @@ def test_rows_are_read_once_per_question_and_one_guilds(tmp_path: Any) -> None:
             readings.rows(con, OTHER_GUILD, [seqs["o1"]])
     finally:
         con.close()
+
+
+def test_message_columns_are_stored_message_fields_in_order() -> None:
+    """``messages_by_seq`` builds messages by column position."""
+    columns = [c.strip() for c in store_messages.MESSAGE_COLUMNS.split(",")]
+    assert columns == [f.name for f in dataclasses.fields(StoredMessage)]
