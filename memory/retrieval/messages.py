@@ -32,7 +32,6 @@ from memory.retrieval.vector_search import VectorSearch
 from memory.retrieval.voice import asks_for_own_story
 from memory.store import message_fts
 from memory.store.fact_time import superseded_sources
-from memory.store.search import adjacent_seqs
 
 log = logging.getLogger(__name__)
 
@@ -276,7 +275,7 @@ class MessageSearch:
         tuning = self.ctx.tuning
         pool = sorted(cands, key=lambda c: -c.base)[: tuning.neighbour_pool]
         gap = tuning.neighbour_gap_s
-        adjacent = adjacent_seqs(con, guild_id, [(c.seq, c.msg) for c in pool])
+        adjacent = readings.adjacent(con, guild_id, [(c.seq, c.msg) for c in pool])
         unknown = {n for pair in adjacent.values() for n in pair if n is not None}
         fetched = readings.rows(con, guild_id, [n for n in unknown if n not in by_seq])
         links: dict[int, set[int]] = {}
