@@ -4,10 +4,12 @@ changed under the same seq read anew."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
+from memory.models import StoredMessage
 from memory.retrieval.message_text import TextReadings
 from memory.retrieval.scoring import LexicalQuery
 from memory.retrieval.voice import first_person_share, statement_share
@@ -72,5 +74,34 @@ def test_rows_are_read_once_per_question_and_one_guilds(tmp_path: Any) -> None:
         assert seqs["m0"] not in TextReadings().rows(con, GUILD, [seqs["m0"]])  # a new question
         with pytest.raises(ValueError):
             readings.rows(con, OTHER_GUILD, [seqs["o1"]])
+    finally:
+        con.close()
+
+
+def test_message_columns_are_stored_message_fields_in_order() -> None:
+    """``messages_by_seq`` builds messages by column position."""
+    columns = [c.strip() for c in store_messages.MESSAGE_COLUMNS.split(",")]
+    assert columns == [f.name for f in dataclasses.fields(StoredMessage)]
+
+
+def test_neighbours_are_looked_up_once_per_question(tmp_path: Any) -> None:
+    con = sqlite.connect(tmp_path / "t.sqlite3")
+    try:
+        migrate(con)
+        said = [
+            msg(t, id=f"m{i}", created_at=f"2026-05-01T00:0{i}:00Z")
+            for i, t in enumerate(TEXTS.values())
+        ]
+        store_messages.insert_messages(con, said, NOW)
+        con.commit()
+        seqs = {r[1]: r[0] for r in con.execute("SELECT seq, id FROM messages")}
+        readings = TextReadings()
+        rows = readings.rows(con, GUILD, list(seqs.values()))
+        items = [(seqs["m1"], rows[seqs["m1"]])]
+        assert readings.adjacent(con, GUILD, items) == {seqs["m1"]: (seqs["m0"], seqs["m2"])}
+        con.execute("DELETE FROM messages WHERE id = 'm0'")
+        # The question keeps what it looked up; a new question looks again.
+        assert readings.adjacent(con, GUILD, items) == {seqs["m1"]: (seqs["m0"], seqs["m2"])}
+        assert TextReadings().adjacent(con, GUILD, items) == {seqs["m1"]: (None, seqs["m2"])}
     finally:
         con.close()

@@ -2,9 +2,9 @@
 
 A question in parts ranks mostly the same messages several times (the whole
 question and each part, ``memory.retrieval.decompose``), and reading a long
-message — its row from the database, its compact form and words for the
-lexical overlap, its share of statements, its share of first-person words —
-costs more than scoring it. ``TextReadings`` keeps those readings for one
+message — its row and its channel neighbours from the database, its compact
+form and words for the lexical overlap, its share of statements, its share of
+first-person words — costs more than scoring it. ``TextReadings`` keeps those readings for one
 search only: it holds message text, which must not outlive the search (a
 message forgotten meanwhile is gone from memory once the search returns).
 """
@@ -18,6 +18,7 @@ from memory.models import StoredMessage
 from memory.retrieval.scoring import LexicalQuery, compact_tokens
 from memory.retrieval.voice import first_person_share, statement_share
 from memory.store import messages as store_messages
+from memory.store.search import adjacent_seqs
 from memory.text import compact
 
 __all__ = ["TextReadings"]
@@ -40,7 +41,14 @@ class TextReadings:
     def __init__(self) -> None:
         self._by_seq: dict[int, _Reading] = {}
         self._rows: dict[int, StoredMessage] = {}
+        self._adjacent: dict[int, tuple[int | None, int | None]] = {}
         self._guild: str | None = None
+
+    def _check_guild(self, guild_id: str) -> None:
+        if self._guild is None:
+            self._guild = guild_id
+        elif self._guild != guild_id:  # one question searches one guild
+            raise ValueError("TextReadings hold one guild's messages")
 
     def rows(self, con: Any, guild_id: str, seqs: Sequence[int]) -> dict[int, StoredMessage]:
         """The guild's messages among ``seqs`` (``messages_by_seq``): those one
@@ -49,10 +57,7 @@ class TextReadings:
         The searches of a question run on several reader threads at once; a
         row two of them read at the same moment is read twice, never wrongly.
         """
-        if self._guild is None:
-            self._guild = guild_id
-        elif self._guild != guild_id:  # one question searches one guild
-            raise ValueError("TextReadings hold one guild's messages")
+        self._check_guild(guild_id)
         known = self._rows
         out = {s: known[s] for s in seqs if s in known}
         if len(out) < len(seqs):
@@ -66,6 +71,20 @@ class TextReadings:
         if r is None or r.text != text:  # a text edited between two reads counts anew
             r = self._by_seq[seq] = _Reading(text)
         return r
+
+    def adjacent(
+        self, con: Any, guild_id: str, items: Sequence[tuple[int, StoredMessage]]
+    ) -> dict[int, tuple[int | None, int | None]]:
+        """``adjacent_seqs`` of ``items``: those one of this question's
+        searches has looked up already, the others looked up now."""
+        self._check_guild(guild_id)
+        known = self._adjacent
+        out = {s: known[s] for s, _ in items if s in known}
+        if len(out) < len(items):
+            fresh = adjacent_seqs(con, guild_id, [(s, m) for s, m in items if s not in out])
+            known.update(fresh)
+            out.update(fresh)
+        return out
 
     def know(self, seq: int, text: str, statement: float, first_person: float) -> None:
         """Take the message's statement and first-person shares as read
@@ -88,12 +107,17 @@ class TextReadings:
             r.first_person = first_person_share(text)
         return r.first_person
 
-    def lexical(self, query: LexicalQuery, seq: int, text: str) -> float:
-        """``query.score`` of the message."""
+    def compacted(self, seq: int, text: str) -> str:
+        """``compact`` of the message."""
         r = self._get(seq, text)
         if r.compacted is None:
             r.compacted = compact(text)
-        compacted = r.compacted
+        return r.compacted
+
+    def lexical(self, query: LexicalQuery, seq: int, text: str) -> float:
+        """``query.score`` of the message."""
+        r = self._get(seq, text)
+        compacted = self.compacted(seq, text)
 
         def words() -> set[str]:
             if r.words is None:

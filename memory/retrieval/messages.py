@@ -32,7 +32,6 @@ from memory.retrieval.vector_search import VectorSearch
 from memory.retrieval.voice import asks_for_own_story
 from memory.store import message_fts
 from memory.store.fact_time import superseded_sources
-from memory.store.search import adjacent_seqs
 
 log = logging.getLogger(__name__)
 
@@ -153,8 +152,12 @@ class MessageSearch:
             gate,
             readings,
         )
+        seq_of = {c.msg.id: c.seq for c, _ in ranked}
         hits = newer_first(
-            [message_hit(c.msg, parts) for c, parts in ranked], plan.content, ctx.tuning.newer_first
+            [message_hit(c.msg, parts) for c, parts in ranked],
+            plan.content,
+            ctx.tuning.newer_first,
+            lambda h: readings.compacted(seq_of[h.id], h.text),
         )
         ctx.timings["messages_ms"] = (time.perf_counter() - started) * 1000
         return hits
@@ -272,7 +275,7 @@ class MessageSearch:
         tuning = self.ctx.tuning
         pool = sorted(cands, key=lambda c: -c.base)[: tuning.neighbour_pool]
         gap = tuning.neighbour_gap_s
-        adjacent = adjacent_seqs(con, guild_id, [(c.seq, c.msg) for c in pool])
+        adjacent = readings.adjacent(con, guild_id, [(c.seq, c.msg) for c in pool])
         unknown = {n for pair in adjacent.values() for n in pair if n is not None}
         fetched = readings.rows(con, guild_id, [n for n in unknown if n not in by_seq])
         links: dict[int, set[int]] = {}

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memory.models import Hit
@@ -88,16 +88,22 @@ def _pairs(words: list[str]) -> frozenset[Phrase]:
 
 
 def newer_first(
-    hits: Sequence[Hit], query: str, rule: NewerFirstRule = DEFAULT_NEWER_FIRST
+    hits: Sequence[Hit],
+    query: str,
+    rule: NewerFirstRule = DEFAULT_NEWER_FIRST,
+    compacted: Callable[[Hit], str] | None = None,
 ) -> list[Hit]:
     """``hits`` (best first) with each group of restatements ordered newest
-    first in the positions it held (module doc); nothing else moves."""
+    first in the positions it held (module doc); nothing else moves.
+    ``compacted``: a message hit's ``compact`` text, when the caller has read
+    it already."""
     out = list(hits)
     wanted = phrases(query) if rule.enabled else frozenset()
     if not wanted or len(out) < 2:
         return out
     lead = out[: max(0, rule.window)]
-    said = [_said(h, wanted) for h in lead]
+    read = compacted or (lambda h: compact(h.text))
+    said = [_said(h, wanted, read) for h in lead]
     uses: Counter[tuple[str, Phrase]] = Counter(
         (h.subject, p) for h, ps in zip(lead, said, strict=True) for p in ps
     )
@@ -134,11 +140,13 @@ def newer_first(
     return out
 
 
-def _said(hit: Hit, wanted: frozenset[Phrase]) -> frozenset[Phrase]:
+def _said(
+    hit: Hit, wanted: frozenset[Phrase], compacted: Callable[[Hit], str]
+) -> frozenset[Phrase]:
     """The query phrases a message hit contains (none for a fact)."""
     if hit.kind != "message":
         return frozenset()
-    text = compact(hit.text)
+    text = compacted(hit)
     # A folded word is a prefix of the word it came from, so a phrase whose two
     # words are not even substrings cannot be there: long messages that
     # cannot match are not tokenised at all.

@@ -233,11 +233,16 @@ def compact_tokens(compacted: str) -> list[str]:
 class LexicalQuery:
     """``lexical_score`` with the query's side prepared once (many candidates)."""
 
-    __slots__ = ("compact", "terms")
+    __slots__ = ("_spaced", "compact", "terms")
 
     def __init__(self, query: str) -> None:
         self.compact = compact(query)
         self.terms = query_terms(self.compact) if self.compact else frozenset()
+        # Each term as a word of an ASCII text wrapped in spaces (see
+        # ``score_compact``): itself, or with the "s" ``fold`` takes off.
+        self._spaced = tuple(
+            (f" {q} ", f" {q}s " if fold(q + "s") == q else None) for q in self.terms
+        )
 
     def score(self, text: str) -> float:
         return self.score_compact(compact(text))
@@ -250,6 +255,13 @@ class LexicalQuery:
             return 1.0
         if not self.terms:
             return 0.0
+        if t.isascii():
+            # Compact ASCII text is its words joined by single spaces: a word
+            # of it is a term wrapped in spaces within the text wrapped in
+            # spaces, found without splitting a long message into a set.
+            spaced = f" {t} "
+            found = sum(w in spaced or (p is not None and p in spaced) for w, p in self._spaced)
+            return found / len(self.terms)
         words = set(compact_tokens(t)) if said is None else said()
         # A folded term is said as itself, or with the "s" ``fold`` takes off.
         found = sum(q in words or (q + "s" in words and fold(q + "s") == q) for q in self.terms)
