@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from memory.models import StoredMessage
+from memory.retrieval.lexical import LexicalQuery
 from memory.retrieval.message_text import TextReadings
-from memory.retrieval.scoring import LexicalQuery
 from memory.retrieval.voice import first_person_share, statement_share
 from memory.store import messages as store_messages
 from memory.store import sqlite

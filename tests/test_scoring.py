@@ -10,17 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.models import ScoreParts
+from memory.retrieval.lexical import compact_tokens, fold, lexical_score, query_terms
 from memory.retrieval.scoring import (
     DEFAULT_WEIGHTS,
     ScoringWeights,
     bm25_normalise,
     channel_score,
-    compact_tokens,
-    fold,
     fuse,
-    lexical_score,
     passes_gate,
-    query_terms,
     rank,
     recency_score,
 )

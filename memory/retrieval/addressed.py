@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.retrieval.hits import seconds_between
+from memory.retrieval.lexical import STOP_WORDS
 from memory.retrieval.query import MemberNames, QueryPlan, find_names, fts_match_expression
-from memory.retrieval.scoring import STOP_WORDS
 from memory.store import message_fts
 from memory.store import messages as store_messages
 from memory.store.db import Database

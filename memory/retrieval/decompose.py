@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memory.retrieval.scoring import STOP_WORDS
+from memory.retrieval.lexical import STOP_WORDS
 
 MAX_PARTS = 4
 _JOINERS = frozenset({"and", "or"})

@@ -14,10 +14,10 @@ from memory.retrieval.context import Mode, QueryVector, SearchContext
 from memory.retrieval.fact_lexicon import FactLexicon
 from memory.retrieval.filters import FactFilter
 from memory.retrieval.hits import age_days, fact_hit
+from memory.retrieval.lexical import LexicalQuery
 from memory.retrieval.query import QueryPlan
 from memory.retrieval.related import boost, links_of
 from memory.retrieval.scoring import (
-    LexicalQuery,
     ScoringWeights,
     bm25_normalise,
     channel_score,

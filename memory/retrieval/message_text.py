@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.models import StoredMessage
-from memory.retrieval.scoring import LexicalQuery, compact_tokens
+from memory.retrieval.lexical import LexicalQuery, compact_tokens
 from memory.retrieval.voice import first_person_share, statement_share
 from memory.store import messages as store_messages
 from memory.store.search import adjacent_seqs

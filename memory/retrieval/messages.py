@@ -15,12 +15,12 @@ from memory.models import Hit, ScoreParts, StoredMessage
 from memory.retrieval.bounded_order import best_first
 from memory.retrieval.context import Mode, QueryVector, SearchContext
 from memory.retrieval.hits import MESSAGE_CONFIDENCE, message_hit, parse_time, seconds_between
+from memory.retrieval.lexical import LexicalQuery
 from memory.retrieval.lexicon import GuildLexicon
 from memory.retrieval.message_text import TextReadings
 from memory.retrieval.newer_first import newer_first
 from memory.retrieval.query import QueryPlan
 from memory.retrieval.scoring import (
-    LexicalQuery,
     ScoringWeights,
     bm25_normalise,
     channel_score,

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from memory.models import Hit
 from memory.retrieval.hits import seconds_between
-from memory.retrieval.scoring import STOP_WORDS, compact_tokens, fold
+from memory.retrieval.lexical import STOP_WORDS, compact_tokens, fold
 from memory.text import compact
 
 Phrase = tuple[str, str]

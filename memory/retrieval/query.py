@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import cached_property
 
-from memory.retrieval.scoring import STOP_WORDS
+from memory.retrieval.lexical import STOP_WORDS
 from memory.text import is_no_space_token, tokens
 
 MAX_QUERY_CHARS = 2000

@@ -5,48 +5,23 @@ No I/O and no clocks: callers pass ages, channels and similarities in, and get
 numbers (or ``ScoreParts`` in explain mode) out, so the dashboard can show
 exactly why a fact ranked where it did.
 
-Lexical matching and stop words: a query such as "what does she like?" is
-mostly function words. Counting them would let any text containing "what"
-and "does" look half relevant, and dilute the one word that matters. So the
-query's English stop words are dropped before the overlap is measured,
-unless the query has nothing else (then all its tokens are kept, so "who is
-she" still matches "she is who she is" better than unrelated text). Tokens
-on both sides are also folded by a trailing plural "s" ("likes" ~ "like").
-The whole-query containment test uses the full compact query, stop words
-included, and respects word boundaries ("art" is not found in "party").
+The lexical signal itself is ``memory.retrieval.lexical``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar, overload
 
 from memory.models import ScoreParts
-from memory.text import compact, is_no_space_token, tokens
 
 T = TypeVar("T")
 
 # Float sums such as 0.50·a + 0.28·b land a hair under a threshold they
 # mathematically meet; compare with this much slack.
 _EPS = 1e-9
-
-# English function words that carry no topic. Kept short on purpose: words
-# like "like", "work" or "home" are stop words in some lists but are exactly
-# what chat memory is about.
-STOP_WORDS: frozenset[str] = frozenset(
-    """
-    a an the and or but if then so than that this these those there here
-    i me my mine you your yours he him his she her hers it its we us our ours
-    they them their theirs who whom whose what which when where why how
-    is am are was were be been being do does did done doing have has had having
-    can could will would shall should may might must
-    of in on at to for from by with about into onto over under as up out off
-    not no yes any some all just also too very really
-    tell know remember said say anything something everything
-    """.split()
-)
 
 
 @dataclass(frozen=True)
@@ -177,100 +152,6 @@ class MessageWeights:
 
 
 DEFAULT_MESSAGE_WEIGHTS = MessageWeights()
-
-
-def fold(token: str) -> str:
-    """``token`` without a plural/third-person "s" ("likes" → "like")."""
-    # Plural/third-person "s" only; anything cleverer belongs to the semantic side.
-    if len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
-        return token[:-1]
-    return token
-
-
-def _contains_phrase(haystack: str, needle: str) -> bool:
-    """``needle`` occurs in ``haystack`` on word boundaries (both compact).
-
-    Scripts written without spaces have no word boundaries to respect, so a
-    match that starts or ends on such a character is accepted as is.
-    """
-    start = haystack.find(needle)
-    while start != -1:
-        end = start + len(needle)
-        left_ok = (
-            start == 0
-            or haystack[start - 1] == " "
-            or is_no_space_token(needle[0])
-            or is_no_space_token(haystack[start - 1])
-        )
-        right_ok = (
-            end == len(haystack)
-            or haystack[end] == " "
-            or is_no_space_token(needle[-1])
-            or is_no_space_token(haystack[end])
-        )
-        if left_ok and right_ok:
-            return True
-        start = haystack.find(needle, start + 1)
-    return False
-
-
-def query_terms(query: str) -> frozenset[str]:
-    """The folded query tokens lexical overlap is measured on (see module doc)."""
-    # Stop words are matched before folding: folded "this" would be "thi".
-    raw = set(tokens(query))
-    content = {t for t in raw if t not in STOP_WORDS} or raw
-    return frozenset(fold(t) for t in content)
-
-
-def compact_tokens(compacted: str) -> list[str]:
-    """Tokens of text already ``compact``-ed."""
-    # ASCII text needs no script-aware splitting: whitespace is the boundary.
-    if compacted.isascii():
-        return compacted.split()
-    return tokens(compacted, already_compact=True)
-
-
-class LexicalQuery:
-    """``lexical_score`` with the query's side prepared once (many candidates)."""
-
-    __slots__ = ("_spaced", "compact", "terms")
-
-    def __init__(self, query: str) -> None:
-        self.compact = compact(query)
-        self.terms = query_terms(self.compact) if self.compact else frozenset()
-        # Each term as a word of an ASCII text wrapped in spaces (see
-        # ``score_compact``): itself, or with the "s" ``fold`` takes off.
-        self._spaced = tuple(
-            (f" {q} ", f" {q}s " if fold(q + "s") == q else None) for q in self.terms
-        )
-
-    def score(self, text: str) -> float:
-        return self.score_compact(compact(text))
-
-    def score_compact(self, t: str, said: Callable[[], set[str]] | None = None) -> float:
-        """``score`` of text already ``compact``-ed; ``said``: its tokens, when known."""
-        if not self.compact or not t:
-            return 0.0
-        if _contains_phrase(t, self.compact):
-            return 1.0
-        if not self.terms:
-            return 0.0
-        if t.isascii():
-            # Compact ASCII text is its words joined by single spaces: a word
-            # of it is a term wrapped in spaces within the text wrapped in
-            # spaces, found without splitting a long message into a set.
-            spaced = f" {t} "
-            found = sum(w in spaced or (p is not None and p in spaced) for w, p in self._spaced)
-            return found / len(self.terms)
-        words = set(compact_tokens(t)) if said is None else said()
-        # A folded term is said as itself, or with the "s" ``fold`` takes off.
-        found = sum(q in words or (q + "s" in words and fold(q + "s") == q) for q in self.terms)
-        return found / len(self.terms)
-
-
-def lexical_score(query: str, text: str) -> float:
-    """1.0 if ``text`` contains the whole query, else the share of query terms it has."""
-    return LexicalQuery(query).score(text)
 
 
 def recency_score(age_days: float, half: float = 45.0) -> float:
