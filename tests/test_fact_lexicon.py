@@ -292,3 +292,44 @@ async def test_switched_off_fts5_answers(make_memory: Callable[..., Any]) -> Non
     await _ingest(mem, msg("I love marathons", id="960000000000000001", author=ALICE))
     assert "Alice loves marathons." in await _found(mem, "marathons")
     assert _lexicon(mem) is None
+
+
+def _vm_steps(con: Any, run: Callable[[], object]) -> int:
+    """SQLite virtual-machine steps ``run`` takes on ``con`` (a count, not a time)."""
+    steps = 0
+
+    def tick() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    con.set_progress_handler(tick, 1)
+    try:
+        run()
+    finally:
+        con.set_progress_handler(None, 1)
+    return steps
+
+
+def test_a_quiet_guild_does_not_scan_a_busy_ones_facts(tmp_path: Any) -> None:
+    """The refresh reads what was added since the table's highest id at the
+    last one: another guild's facts are scanned once, not at every search."""
+    con = sqlite.connect(tmp_path / "t.sqlite3")
+    try:
+        migrate(con)
+        _store_facts(con, random.Random(3), 20)
+        lex = FactLexicon(GUILD)
+        lex.fill(lex.snapshot(con))
+        con.executemany(
+            "INSERT INTO memory_facts (guild_id, subject, fact, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [(OTHER_GUILD, "m", f"busy fact {i}", TIMES[0], TIMES[0]) for i in range(2000)],
+        )
+        con.commit()
+        first = _vm_steps(con, lambda: lex.refresh(con))
+        again = _vm_steps(con, lambda: lex.refresh(con))
+        assert first > 2000  # the new facts are read once
+        assert again < 200, again
+        assert lex.rows == 35  # the guild's own (20 and 15 repeats), no other's
+    finally:
+        con.close()

@@ -269,3 +269,38 @@ def test_held_voice_readings_follow_their_rows(tmp_path: Any) -> None:
         assert lex.voices(texts.items()) == expected(texts)
     finally:
         con.close()
+
+
+def test_a_quiet_guild_does_not_scan_a_busy_ones_messages(tmp_path: Any) -> None:
+    """The refresh reads what was stored since the table's highest seq at the
+    last one: another guild's talk is scanned once, not at every search."""
+    con = sqlite.connect(tmp_path / "t.sqlite3")
+    try:
+        from memory.store.migrations import migrate
+
+        migrate(con)
+        now = "2026-05-01T00:00:00Z"
+        store_messages.insert_messages(con, [msg(f"quiet {i}", id=f"q{i}") for i in range(20)], now)
+        con.commit()
+        lex = GuildLexicon(GUILD)
+        lex.fill(guild_texts(con, GUILD))
+        busy = [msg(f"busy {i}", id=f"b{i}", guild=OTHER_GUILD) for i in range(2000)]
+        store_messages.insert_messages(con, busy, now)
+        con.commit()
+        steps = 0
+
+        def tick() -> int:
+            nonlocal steps
+            steps += 1
+            return 0
+
+        con.set_progress_handler(tick, 1)
+        lex.refresh(con)
+        first, steps = steps, 0
+        lex.refresh(con)
+        con.set_progress_handler(None, 1)
+        assert first > 2000  # the new messages are read once
+        assert steps < 200, steps
+        assert lex.rows == 20
+    finally:
+        con.close()

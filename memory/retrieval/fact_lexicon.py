@@ -23,7 +23,8 @@ no ``as_of``, ``valid_to`` unset); equal scores by id.
 Coherence. Every change to a fact's text, activity or validity writes a
 ``fact_history`` row, except the few writes that record a ``FactsChanged``
 event instead (a deleted message's quote leaving its facts). Every search
-first reads the guild's facts added since (id above the highest held) and
+first reads the guild's facts added since (id above the table's highest at
+the last refresh: a quiet guild does not scan a busy one's facts) and
 those with a history row since the last search (ids by history id, above
 the highest read), and reads them again: a fact whose text is unchanged is
 updated in place. On PostgreSQL, where concurrent transactions may commit
@@ -87,7 +88,7 @@ class FactLexicon:
         self._from = np.zeros(0, dtype=object)
         self._to = np.zeros(0, dtype=object)
         self._sig = np.zeros(0, dtype=np.int64)
-        self._top = 0  # highest fact id read
+        self._top = 0  # highest fact id read (the table's, after a refresh)
         self._history = 0  # highest fact_history id read
         self._marks: list[tuple[float, int, int]] = []  # PostgreSQL's rescan
         self._recheck: set[int] = set()
@@ -215,6 +216,11 @@ class FactLexicon:
         # The history first: a change that commits after it is read is read
         # again next time, whatever the facts' rows below said.
         top = fact_texts.history_top(con)
+        # The table's highest fact id, read before the facts: the next
+        # refresh starts there, so it scans only what any guild added since,
+        # not every other guild's fact after this guild's newest (ids are
+        # never used again).
+        table_top = fact_texts.highest_fact_id(con)
         changed = set(recheck)
         if top > low_history:
             changed.update(fact_texts.changed_facts(con, self.guild_id, low_history, top))
@@ -228,6 +234,7 @@ class FactLexicon:
             for f in (*fresh, *back):
                 self._put_locked(f)
             self._history = max(self._history, top)
+            self._top = max(self._top, table_top)
             bound = max(1000, self._docs.size // 20)
             if self._purge or self._docs.dead > bound or self._docs.fresh_rows > bound:
                 self._compact_locked()

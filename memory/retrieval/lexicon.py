@@ -14,8 +14,9 @@ shapes this guild's ranking nor shows through it. Words and queries are read
 as the FTS5 table reads them (``memory.retrieval.fts_words``).
 
 Coherence. The index is built from a snapshot of the guild's messages; every
-search first reads the guild's messages stored since (seq above the highest
-it holds: one writer assigns seqs in commit order on SQLite; on PostgreSQL,
+search first reads the guild's messages stored since (seq above the table's
+highest at the last refresh, so a quiet guild does not scan a busy one's
+talk: one writer assigns seqs in commit order on SQLite; on PostgreSQL,
 where concurrent transactions may commit out of order, the last
 ``RESCAN_S`` seconds' seqs are read again). A message deleted, erased, purged,
 expired or edited leaves the vector index through
@@ -148,13 +149,16 @@ class GuildLexicon:
                 low = self._marks[0][1] if self._marks else low
                 self._marks.append((now, self._watermark))
             pending = self._recheck
+        # The table's highest seq, read first: the next refresh starts there,
+        # so it scans only what any guild stored since, not every other
+        # guild's message after this guild's newest.
+        top = message_texts.highest_seq(con)
         recheck: list[int] = []
         if pending:
             # SQLite gives a new row the highest seq in the table plus one:
-            # once the newest messages are deleted their seqs come back. A
-            # removed seq above the table's highest is read again only once
-            # it is used anew.
-            top = message_texts.highest_seq(con)
+            # once the newest messages are deleted (in any guild: every
+            # lexicon is told) their seqs come back. A removed seq above the
+            # table's highest is read again only once it is used anew.
             with self.lock:
                 recheck = sorted(s for s in self._recheck if s <= top)
                 self._recheck = {s for s in self._recheck if s > top}
@@ -165,6 +169,7 @@ class GuildLexicon:
                 self._docs.drop(seq)
             if fresh or back:
                 self._add_locked([*fresh, *back])
+            self._watermark = max(self._watermark, top)
             if self._docs.dead or self._docs.fresh_rows > max(1000, self._docs.size // 20):
                 self._compact_locked()
 

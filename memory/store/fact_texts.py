@@ -67,6 +67,12 @@ def facts_by_id(con: Any, guild_id: str, ids: Sequence[int]) -> list[FactText]:
     return [_row(r) for r in rows]
 
 
+def highest_fact_id(con: Any) -> int:
+    """The highest id any fact has, whatever its guild (0: none)."""
+    row = con.execute("SELECT max(id) FROM memory_facts").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
 def history_top(con: Any) -> int:
     """The highest ``fact_history`` id, whatever its guild (0: none)."""
     row = con.execute("SELECT max(id) FROM fact_history").fetchone()
