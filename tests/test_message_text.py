@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from memory.models import StoredMessage
+from memory.retrieval.hits import parse_time
 from memory.retrieval.lexical import LexicalQuery
 from memory.retrieval.message_text import TextReadings
 from memory.retrieval.voice import first_person_share, statement_share
@@ -105,3 +106,15 @@ def test_neighbours_are_looked_up_once_per_question(tmp_path: Any) -> None:
         assert TextReadings().adjacent(con, GUILD, items) == {seqs["m1"]: (None, seqs["m2"])}
     finally:
         con.close()
+
+
+def test_times_and_voices_read_once() -> None:
+    readings = TextReadings()
+    assert readings.time("2026-05-01T10:00:00Z") == parse_time("2026-05-01T10:00:00Z")
+    assert readings.time("not a time") is None
+    text = TEXTS[1]
+    assert readings.lacks_voice(1, text)
+    readings.know(1, text, 0.5, 0.25)
+    assert not readings.lacks_voice(1, text)
+    assert (readings.statement(1, text), readings.first_person(1, text)) == (0.5, 0.25)
+    assert readings.lacks_voice(1, "an edited text")  # another text under the seq

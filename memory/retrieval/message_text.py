@@ -12,9 +12,11 @@ message forgotten meanwhile is gone from memory once the search returns).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from memory.models import StoredMessage
+from memory.retrieval.hits import parse_time
 from memory.retrieval.lexical import LexicalQuery, compact_tokens
 from memory.retrieval.voice import first_person_share, statement_share
 from memory.store import messages as store_messages
@@ -42,6 +44,7 @@ class TextReadings:
         self._by_seq: dict[int, _Reading] = {}
         self._rows: dict[int, StoredMessage] = {}
         self._adjacent: dict[int, tuple[int | None, int | None]] = {}
+        self._times: dict[str, datetime | None] = {}
         self._guild: str | None = None
 
     def _check_guild(self, guild_id: str) -> None:
@@ -85,6 +88,20 @@ class TextReadings:
             known.update(fresh)
             out.update(fresh)
         return out
+
+    def time(self, stamp: str) -> datetime | None:
+        """``parse_time`` of a message's time stamp."""
+        try:
+            return self._times[stamp]
+        except KeyError:
+            value = self._times[stamp] = parse_time(stamp)
+            return value
+
+    def lacks_voice(self, seq: int, text: str) -> bool:
+        """Whether the message's statement or first-person share is still unread
+        (safe from a reader thread: a stale answer only asks again)."""
+        r = self._by_seq.get(seq)
+        return r is None or r.text != text or r.statement is None or r.first_person is None
 
     def know(self, seq: int, text: str, statement: float, first_person: float) -> None:
         """Take the message's statement and first-person shares as read

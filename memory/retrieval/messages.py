@@ -14,7 +14,7 @@ from typing import Any
 from memory.models import Hit, ScoreParts, StoredMessage
 from memory.retrieval.bounded_order import best_first
 from memory.retrieval.context import Mode, QueryVector, SearchContext
-from memory.retrieval.hits import MESSAGE_CONFIDENCE, message_hit, parse_time, seconds_between
+from memory.retrieval.hits import MESSAGE_CONFIDENCE, message_hit, seconds_between
 from memory.retrieval.lexical import LexicalQuery
 from memory.retrieval.lexicon import GuildLexicon
 from memory.retrieval.message_text import TextReadings
@@ -221,7 +221,11 @@ class MessageSearch:
             past = superseded_sources(con, guild_id, [c.msg.id for c in cands], skip.until)
             for c in cands:
                 c.superseded = c.msg.id in past
-        voices = lex.voices((c.seq, c.msg.content) for c in cands) if lex is not None else {}
+        # What another search of the question has read already is not asked again.
+        unread = (
+            (c.seq, c.msg.content) for c in cands if readings.lacks_voice(c.seq, c.msg.content)
+        )
+        voices = lex.voices(unread) if lex is not None else {}
         return _MessageGather(cands, missing, voices)
 
     def _split_fts(
@@ -335,7 +339,7 @@ class MessageSearch:
         own_story = w.first_person > 0 and asks_for_own_story(plan.text)
 
         def parts_for(c: _MsgCand, bm: float, lexical: float, first_person: float) -> ScoreParts:
-            created = parse_time(c.msg.created_at)
+            created = readings.time(c.msg.created_at)
             age = max(0.0, (now - created).total_seconds() / 86400) if created else 0.0
             semantic = (c.semantic if c.semantic is not None else 0.0) if has_sem else None
             return fuse_message(
@@ -359,7 +363,9 @@ class MessageSearch:
             # The order before lexical and explanation: the same sum as
             # fuse_message, without building parts for every candidate.
             # Without a date in the query only recency reads the time.
-            created = parse_time(c.msg.created_at) if (w.date and plan.dates) or w.recency else None
+            created = (
+                readings.time(c.msg.created_at) if (w.date and plan.dates) or w.recency else None
+            )
             rec = 0.0
             if w.recency and created is not None:
                 rec = recency_score(max(0.0, (now - created).total_seconds() / 86400), half_days)
