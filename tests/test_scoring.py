@@ -305,3 +305,13 @@ def test_compact_of_ascii_text_equals_the_general_path(bits: list[str]) -> None:
     text down the general path, which must give the same words."""
     text = "".join(bits)
     assert compact(text + " é") == " ".join(w for w in (compact(text), "é") if w)
+
+
+@given(st.one_of(st.floats(), st.integers(min_value=-3, max_value=3)))
+def test_fuse_reports_each_signal_clamped_to_a_unit_float(x: float) -> None:
+    """Every part is a float in 0..1: the value itself when it is one, its
+    nearest bound when finite, 0 for NaN and infinities."""
+    parts = fuse(x, x, x, x, x, x, explain=True)
+    want = 0.0 if not math.isfinite(x) else min(1.0, max(0.0, float(x)))
+    for got in (parts.lexical, parts.semantic, parts.confidence, parts.recency, parts.bm25):
+        assert type(got) is float and got == want

@@ -206,6 +206,8 @@ def bm25_normalise(raw_bm25_values: Sequence[float | None]) -> list[float]:
 def _unit(value: float) -> float:
     # Cosine can be negative and callers can pass junk; the fusion only means
     # something for signals in 0..1, and NaN must not poison a ranking.
+    if 0.0 <= value <= 1.0:  # the usual case, at a comparison's cost (NaN fails it)
+        return value + 0.0  # a float, as below
     if not math.isfinite(value):
         return 0.0
     return min(1.0, max(0.0, value))
@@ -296,7 +298,8 @@ def fuse(
     Each signal is clamped to 0..1 first (a negative cosine means "unrelated",
     not "anti-relevant"); the parts report the clamped values that were summed.
     """
-    lex, conf, rec, chan, bm = (_unit(x) for x in (lexical, confidence, recency, channel, bm25))
+    lex, conf, rec = _unit(lexical), _unit(confidence), _unit(recency)
+    chan, bm = _unit(channel), _unit(bm25)
     sem = None if semantic is None else _unit(semantic)
     w = weights.without_semantic if sem is None else weights.with_semantic
     combined = (
