@@ -168,8 +168,9 @@ async def test_big_guild_builds_in_the_background_and_answers_alike(
     lexicons.index.cfg = LexiconConfig(build_inline_max=10)
     query = "violin lessons in the garden"
     first = await mem.search(GUILD, query, scope="messages", gate=False, limit=20)
-    assert _lexicon(mem) is None or lexicons.stats()["builds"] == 1
     assert await eventually(lambda: _lexicon(mem) is not None)
+    # Counted just after the lexicon turns ready (another thread): waited for.
+    assert await eventually(lambda: lexicons.stats()["builds"] == 1)
     second = await mem.search(GUILD, query, scope="messages", gate=False, limit=20)
     assert [h.id for h in first] == [h.id for h in second]
     assert [h.parts.bm25 for h in first] == pytest.approx([h.parts.bm25 for h in second])
