@@ -9,8 +9,14 @@ from typing import Any
 
 import pytest
 
-from memory.store.changes import ExternalCommit
-from memory.store.pg_database import external_commit
+from memory.store.changes import (
+    ExternalCommit,
+    FactsChanged,
+    SettingsChanged,
+    VectorsPut,
+    VectorsRemoved,
+)
+from memory.store.pg_database import commit_note, external_commit
 
 GUILD, OTHER = "111111111111111111", "222222222222222222"
 
@@ -28,6 +34,17 @@ def test_notifications_of_other_processes_name_their_guilds() -> None:
     got = external_commit([_note("a", ["g1"], []), _note("b", None, ["g2"])], "me")
     assert got == ExternalCommit(vector_guilds=None, settings_guilds=("g2",))
     assert external_commit(["not json"], "me") == ExternalCommit(None, None)
+
+
+def test_a_commit_names_the_guilds_it_changed_or_says_it_cannot() -> None:
+    put = VectorsPut("facts", "m", "g1", (1,), (b"",))
+    note = json.loads(commit_note("me", [put, SettingsChanged("g2")]))
+    assert note == {"t": "me", "v": ["g1"], "s": ["g2"]}
+    # Removals and a quote leaving its facts name ids only: any guild's caches
+    # (the fact lexicons too) must look again.
+    for unknown in (VectorsRemoved("messages", (5,)), FactsChanged((7,))):
+        assert json.loads(commit_note("me", [put, unknown]))["v"] is None
+    assert json.loads(commit_note("me", None)) == {"t": "me", "v": [], "s": []}
 
 
 async def _until(check: Callable[[], Any], seconds: float = 10.0) -> None:

@@ -43,7 +43,13 @@ from typing import Any, TypeVar
 from memory.errors import StorageError
 from memory.store import postgres, sqlite
 from memory.store.backend import redact_url
-from memory.store.changes import ExternalCommit, SettingsChanged, VectorsPut, VectorsRemoved
+from memory.store.changes import (
+    ExternalCommit,
+    FactsChanged,
+    SettingsChanged,
+    VectorsPut,
+    VectorsRemoved,
+)
 from memory.store.db import Database
 from memory.store.pg_migrations import migrate
 from memory.store.pg_urgent import UrgentWriter
@@ -55,6 +61,28 @@ T = TypeVar("T")
 CHANNEL = "guildlore_commit"
 MAX_NOTE = 7000  # bytes; PostgreSQL takes up to 8000 per notification
 LISTEN_POLL_S = 0.5  # how often the listener looks whether it should stop
+
+
+def commit_note(token: str, changes: Sequence[Any] | None) -> str:
+    """A transaction's notification: who sent it (``token``), and the guilds
+    whose vectors and settings it changed (``null``: unknown, any guild)."""
+    vectors: set[str] | None = set()
+    settings: set[str] = set()
+    for change in changes or ():
+        if isinstance(change, VectorsPut) and vectors is not None:
+            vectors.add(change.guild_id)
+        elif isinstance(change, VectorsRemoved | FactsChanged):
+            # Removals and a quote leaving its facts carry ids, not their
+            # guild: another process's caches of every guild look again.
+            vectors = None
+        elif isinstance(change, SettingsChanged):
+            settings.add(change.guild_id)
+    note = json.dumps(
+        {"t": token, "v": None if vectors is None else sorted(vectors), "s": sorted(settings)}
+    )
+    if len(note) > MAX_NOTE:
+        return json.dumps({"t": token, "v": None, "s": None})
+    return note
 
 
 def external_commit(payloads: Sequence[str], token: str) -> ExternalCommit | None:
@@ -257,30 +285,7 @@ class PgDatabase(Database):
 
     def _notify(self, con: postgres.PgConnection, changes: Sequence[Any] | None) -> None:
         """Tell other processes, inside the transaction (delivered if it commits)."""
-        con.execute_native("SELECT pg_notify(%s, %s)", (CHANNEL, self._note(changes)))
-
-    def _note(self, changes: Sequence[Any] | None) -> str:
-        """This transaction's notification: who sent it, and the guilds whose
-        vectors and settings it changed (``null``: unknown, any guild)."""
-        vectors: set[str] | None = set()
-        settings: set[str] = set()
-        for change in changes or ():
-            if isinstance(change, VectorsPut) and vectors is not None:
-                vectors.add(change.guild_id)
-            elif isinstance(change, VectorsRemoved):
-                vectors = None  # removals carry ids, not their guild
-            elif isinstance(change, SettingsChanged):
-                settings.add(change.guild_id)
-        note = json.dumps(
-            {
-                "t": self._token,
-                "v": None if vectors is None else sorted(vectors),
-                "s": sorted(settings),
-            }
-        )
-        if len(note) > MAX_NOTE:
-            return json.dumps({"t": self._token, "v": None, "s": None})
-        return note
+        con.execute_native("SELECT pg_notify(%s, %s)", (CHANNEL, commit_note(self._token, changes)))
 
     async def exclusive(self, fn: Callable[..., T], *args: Any, hold_reads: bool = False) -> T:
         """Run ``fn(con, *args)`` on the writer connection outside a transaction
