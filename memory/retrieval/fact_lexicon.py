@@ -28,7 +28,8 @@ the last refresh: a quiet guild does not scan a busy one's facts) and
 those with a history row since the last search (ids by history id, above
 the highest read), and reads them again: a fact whose text is unchanged is
 updated in place. On PostgreSQL, where concurrent transactions may commit
-out of order, the last ``RESCAN_S`` seconds' ids of both are read again.
+out of order, the last seconds' ids of both are read again
+(``memory.retrieval.rescan``).
 A fact deleted, forgotten, purged, archived or edited leaves the vector
 index through ``delete_fact_vectors_index``, whose change event (like
 ``FactsChanged``) reaches ``follow``: its row stops counting at once and is
@@ -52,12 +53,11 @@ from typing import Any
 import numpy as np
 
 from memory.retrieval.fts_words import parse_match, words
-from memory.retrieval.lexicon import RESCAN_S
 from memory.retrieval.postings import Postings
+from memory.retrieval.rescan import RescanWindow
 from memory.store import fact_texts
 from memory.store.changes import Change, FactsChanged, VectorsRemoved
 from memory.store.fact_texts import FactText
-from memory.store.sql import dialect_of
 
 # Sorts after every time stamp: an unset ``valid_to`` (true still) and an
 # unset ``valid_from`` (never valid at a given time, as SQL's NULL compares).
@@ -68,7 +68,6 @@ _NEVER = "\U0010ffff"
 class FactSnapshot:
     history: int  # the highest fact_history id, read before the facts
     facts: list[FactText]
-    rescan: bool  # PostgreSQL: ids may commit out of order
 
 
 class FactLexicon:
@@ -90,7 +89,7 @@ class FactLexicon:
         self._sig = np.zeros(0, dtype=np.int64)
         self._top = 0  # highest fact id read (the table's, after a refresh)
         self._history = 0  # highest fact_history id read
-        self._marks: list[tuple[float, int, int]] = []  # PostgreSQL's rescan
+        self._window = RescanWindow()
         self._recheck: set[int] = set()
         self._pending: list[int] = []  # changed while the snapshot was read
         self._purge = False  # rows to leave memory at the next refresh
@@ -120,7 +119,7 @@ class FactLexicon:
         again by the first refresh."""
         history = fact_texts.history_top(con)
         facts = fact_texts.guild_facts(con, self.guild_id)
-        return FactSnapshot(history, facts, dialect_of(con) == "postgresql")
+        return FactSnapshot(history, facts)
 
     def fill(self, snap: FactSnapshot) -> None:
         """Install a snapshot, then drop what changed while it was read."""
@@ -204,13 +203,7 @@ class FactLexicon:
         """Read what changed in the guild's facts since the last refresh (run
         on a reader thread)."""
         with self.lock:
-            low_top, low_history = self._top, self._history
-            if dialect_of(con) == "postgresql":
-                now = time.monotonic()
-                self._marks = [m for m in self._marks if now - m[0] < RESCAN_S]
-                if self._marks:
-                    _, low_top, low_history = self._marks[0]
-                self._marks.append((now, self._top, self._history))
+            low_top, low_history = self._window.start(con, (self._top, self._history))
             # Taken now: a change told while the rows are read is read again next time.
             recheck, self._recheck = self._recheck, set()
         # The history first: a change that commits after it is read is read

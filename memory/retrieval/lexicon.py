@@ -17,9 +17,9 @@ Coherence. The index is built from a snapshot of the guild's messages; every
 search first reads the guild's messages stored since (seq above the table's
 highest at the last refresh, so a quiet guild does not scan a busy one's
 talk: one writer assigns seqs in commit order on SQLite; on PostgreSQL,
-where concurrent transactions may commit out of order, the last
-``RESCAN_S`` seconds' seqs are read again). A message deleted, erased, purged,
-expired or edited leaves the vector index through
+where concurrent transactions may commit out of order, the last seconds'
+seqs are read again: ``memory.retrieval.rescan``). A message deleted,
+erased, purged, expired or edited leaves the vector index through
 ``delete_message_vectors_index``, whose change event reaches ``follow``: its
 row stops counting at once (statistics too) and is re-read at the next search,
 so an edited text comes back as it now reads (and a deleted newest seq,
@@ -44,13 +44,9 @@ import numpy as np
 from memory.retrieval.fts_words import parse_match, words
 from memory.retrieval.held_voice import HeldVoice
 from memory.retrieval.postings import Postings
+from memory.retrieval.rescan import RescanWindow
 from memory.store import message_texts
 from memory.store.changes import Change, VectorsRemoved
-from memory.store.sql import dialect_of
-
-# On PostgreSQL a transaction that took a lower seq may commit after a higher
-# one was read: the seqs of this many seconds are read again.
-RESCAN_S = 10.0
 
 
 class GuildLexicon:
@@ -65,7 +61,7 @@ class GuildLexicon:
         self._docs = Postings()
         self._voice = HeldVoice()  # by the postings' rows
         self._watermark = 0
-        self._marks: list[tuple[float, int]] = []  # (when, watermark), PostgreSQL's rescan
+        self._window = RescanWindow()
         self._recheck: set[int] = set()
         self._pending_removed: list[int] = []
 
@@ -142,12 +138,7 @@ class GuildLexicon:
     def refresh(self, con: Any) -> None:
         """Read what the guild stored since the last refresh (run on a reader thread)."""
         with self.lock:
-            low = self._watermark
-            if dialect_of(con) == "postgresql":
-                now = time.monotonic()
-                self._marks = [(t, w) for t, w in self._marks if now - t < RESCAN_S]
-                low = self._marks[0][1] if self._marks else low
-                self._marks.append((now, self._watermark))
+            (low,) = self._window.start(con, (self._watermark,))
             pending = self._recheck
         # The table's highest seq, read first: the next refresh starts there,
         # so it scans only what any guild stored since, not every other
