@@ -11,9 +11,9 @@ message forgotten meanwhile is gone from memory once the search returns).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from memory.models import StoredMessage
 from memory.retrieval.hits import parse_time
@@ -24,6 +24,20 @@ from memory.store.search import adjacent_seqs
 from memory.text import compact
 
 __all__ = ["TextReadings"]
+
+_V = TypeVar("_V")
+
+
+def _read_through(
+    known: dict[int, _V], seqs: Sequence[int], read: Callable[[list[int]], dict[int, _V]]
+) -> dict[int, _V]:
+    """What ``known`` holds of ``seqs``; the rest read (``read``) and kept."""
+    out = {s: known[s] for s in seqs if s in known}
+    if len(out) < len(seqs):
+        fresh = read([s for s in seqs if s not in out])
+        known.update(fresh)
+        out.update(fresh)
+    return out
 
 
 class _Reading:
@@ -61,13 +75,9 @@ class TextReadings:
         row two of them read at the same moment is read twice, never wrongly.
         """
         self._check_guild(guild_id)
-        known = self._rows
-        out = {s: known[s] for s in seqs if s in known}
-        if len(out) < len(seqs):
-            fresh = store_messages.messages_by_seq(con, guild_id, [s for s in seqs if s not in out])
-            known.update(fresh)
-            out.update(fresh)
-        return out
+        return _read_through(
+            self._rows, seqs, lambda unread: store_messages.messages_by_seq(con, guild_id, unread)
+        )
 
     def _get(self, seq: int, text: str) -> _Reading:
         r = self._by_seq.get(seq)
@@ -81,13 +91,12 @@ class TextReadings:
         """``adjacent_seqs`` of ``items``: those one of this question's
         searches has looked up already, the others looked up now."""
         self._check_guild(guild_id)
-        known = self._adjacent
-        out = {s: known[s] for s, _ in items if s in known}
-        if len(out) < len(items):
-            fresh = adjacent_seqs(con, guild_id, [(s, m) for s, m in items if s not in out])
-            known.update(fresh)
-            out.update(fresh)
-        return out
+        msgs = dict(items)
+        return _read_through(
+            self._adjacent,
+            list(msgs),
+            lambda unread: adjacent_seqs(con, guild_id, [(s, msgs[s]) for s in unread]),
+        )
 
     def time(self, stamp: str) -> datetime | None:
         """``parse_time`` of a message's time stamp."""
