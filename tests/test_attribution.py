@@ -14,6 +14,7 @@ from memory.retrieval.attribution import (
     OUTMATCHED,
     SOMEONE_ELSE,
     THEIR_FACT,
+    THEIR_WORDS,
     TO_ANOTHER,
     TOLD_OF_SELF,
     NamedQuery,
@@ -122,6 +123,54 @@ def test_a_members_message_is_judged_by_the_sentences_that_share_the_querys_word
     assert attributed(_hit("message", "u-alice", "I ran a race"), ("u-alice",), NAMES)
 
 
+def test_a_sentence_with_both_persons_is_read_by_whom_it_leans_to() -> None:
+    # "I hope you're okay" is even: the address before it keeps the sentence
+    # after (which shares the words) Bob's, as it is.
+    assert (
+        _reason(
+            "what does do during her pottery break?",
+            "Oh man, sorry to hear that, Bob. I hope you're okay. "
+            "Pottery's a great way to relax, so the break must have been tough.",
+        )
+        == TO_ANOTHER
+    )
+    # The clause holding the query's words decides: Bob's store, Alice's race.
+    assert (
+        _reason(
+            "what did design for her store?",
+            "Appreciate it. Your store looks great, I remember it!",
+        )
+        == TO_ANOTHER
+    )
+    assert (
+        _reason(
+            "what book did read?",
+            "This book I read last year reminds me of my dreams, just like you",
+        )
+        == TOLD_OF_SELF
+    )
+    # A greeting before her own story leaves it hers.
+    assert (
+        _reason(
+            "why did shut down her bank account?", "Hey Bob, I had to shut down my bank account."
+        )
+        == TOLD_OF_SELF
+    )
+
+
+def test_a_query_for_what_the_member_said_counts_their_words_about_anyone() -> None:
+    praise = "Wow, Bob! You found the perfect spot for your store. Hard work pays off!"
+    # What she said about his store: her words, though they are about Bob.
+    assert _reason("what did say about Bob's progress with his store?", praise) == THEIR_WORDS
+    assert _reason("what does think of the store?", praise) == THEIR_WORDS
+    assert _reason("was hat über den Laden gesagt?", "Dein Laden sieht toll aus!") == THEIR_WORDS
+    # What she did with a store: his story, not hers.
+    assert _reason("what did do with her store?", praise) == TO_ANOTHER
+    # Asking is not saying, even then.
+    assert _reason("what did say about the store?", "How is your store going?") == ASKS
+    assert THEIR_WORDS in ATTRIBUTING
+
+
 def test_other_languages_split_their_sentences_and_questions_too() -> None:
     assert _reason("Rennen", "Das Rennen klingt toll, Bob! Ich bin stolz auf dich.") == TO_ANOTHER
     assert _reason("Rennen", "Ich bin gestern mein erstes Rennen gelaufen.") == TOLD_OF_SELF
@@ -147,7 +196,7 @@ def test_every_reason_says_whether_the_hit_counts() -> None:
     assert about.reason(fact) == THEIR_FACT
     assert about.reason(_hit("message", "u-bob", "Alice ran a race last week")) == NAMES_THEM
     assert about.reason(_hit("message", "u-bob", "I ran a race")) == SOMEONE_ELSE
-    assert {THEIR_FACT, TOLD_OF_SELF, NAMES_THEM} == ATTRIBUTING
+    assert {THEIR_FACT, TOLD_OF_SELF, THEIR_WORDS, NAMES_THEM} == ATTRIBUTING
     marked = about.marked(fact)
     assert marked.parts.about == THEIR_FACT
     assert dataclasses.replace(marked.parts, about="") == fact.parts

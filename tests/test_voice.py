@@ -16,7 +16,9 @@ from memory.retrieval.voice import (
     FIRST_PERSON_FULL,
     WORD,
     asks_for_own_story,
+    asks_for_words,
     first_person_share,
+    person_lean,
     speaks_of_self,
 )
 from tests.helpers import BOB, GUILD, msg
@@ -45,6 +47,29 @@ def test_a_question_put_to_someone_does_not_ask_for_the_first_person() -> None:
     assert asks_for_own_story("Where did I complete my degree?")
     assert not asks_for_own_story("You mentioned a few language apps: which were they?")
     assert not asks_for_own_story("Can you remind me of the restaurant you recommended?")
+
+
+def test_person_lean_counts_first_person_words_against_second_person_words() -> None:
+    assert person_lean("I had to shut down my bank account") == 2
+    assert person_lean("I hope you're okay") == 0
+    assert person_lean("Your store looks great, your customers will love it") == -2
+    assert person_lean("Ich glaube, du hast recht") == 0
+    assert person_lean("私はあなたの本を読みました") == 0
+    assert person_lean("The weather is nice") == 0
+
+
+def test_a_query_asking_what_someone_said_is_told_from_one_asking_what_they_did() -> None:
+    for query in (
+        "What did Jon say about Gina's store?",
+        "What does Alice think of the new park?",
+        "Which book did Bob recommend?",
+        "Was hat Anna über das Konzert erzählt?",
+        "¿Qué dijo Ana del concierto?",
+        "Что сказала Анна о концерте?",
+    ):
+        assert asks_for_words(query), query
+    for query in ("What did Jon design for his store?", "Where did Alice travel in May?"):
+        assert not asks_for_words(query), query
 
 
 def test_the_first_person_part_adds_to_combined_and_is_reported() -> None:

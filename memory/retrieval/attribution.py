@@ -57,6 +57,17 @@ praises theirs, while "Yeah, you're right. Family's everything to me since
 the accident" tells the author's own.
 Such an outmatched hit is marked ``OUTMATCHED``.
 
+Whose a sentence is, is read from its persons: first-person words against
+second-person words and addresses ("I hope you're okay" is even, so it
+keeps the sentence before's reading), and in a sentence sharing the query's
+words, first the clauses that share them ("Your store looks great, I
+remember it!" praises the other's store; "Lately I trained for the race,
+have you run one?" tells of the author's race). A query that asks what a
+member said ("What did Jon say about Gina's store?",
+``voice.asks_for_words``) wants their words, whoever they speak of: any
+sentence of theirs that shares the query's words and tells counts
+(``THEIR_WORDS``).
+
 Each of the first hits of a query naming members carries the verdict in
 ``parts.about`` (``ABOUT_REASONS``): why it counts, or why it does not.
 """
@@ -71,7 +82,14 @@ from dataclasses import dataclass
 from memory.models import Hit
 from memory.retrieval.query import MemberNames, NameMatch, content_terms, find_names, light_stem
 from memory.retrieval.scoring import DEFAULT_MESSAGE_WEIGHTS
-from memory.retrieval.voice import WORD, speaks_of_self, speaks_to_other, statement_share
+from memory.retrieval.voice import (
+    WORD,
+    asks_for_words,
+    person_lean,
+    speaks_of_self,
+    speaks_to_other,
+    statement_share,
+)
 from memory.text import tokens
 
 __all__ = [
@@ -85,6 +103,7 @@ __all__ = [
     "RIVAL_WITHIN",
     "SOMEONE_ELSE",
     "THEIR_FACT",
+    "THEIR_WORDS",
     "TOLD_OF_SELF",
     "TO_ANOTHER",
     "NamedQuery",
@@ -113,6 +132,7 @@ RIVAL_WITHIN = 10
 # ``parts.about``: why a hit is about a named member ...
 THEIR_FACT = "their fact"
 TOLD_OF_SELF = "told of themselves"
+THEIR_WORDS = "their words"
 NAMES_THEM = "names them"
 # ... or why it is not.
 ASKS = "asks about it"
@@ -120,10 +140,11 @@ TO_ANOTHER = "speaks to another"
 FAR_MEANING = "shares no word, meaning too far"
 SOMEONE_ELSE = "about someone else"
 OUTMATCHED = "another's own story is closer"
-ATTRIBUTING = frozenset({THEIR_FACT, TOLD_OF_SELF, NAMES_THEM})
+ATTRIBUTING = frozenset({THEIR_FACT, TOLD_OF_SELF, THEIR_WORDS, NAMES_THEM})
 ABOUT_REASONS = (
     THEIR_FACT,
     TOLD_OF_SELF,
+    THEIR_WORDS,
     NAMES_THEM,
     ASKS,
     TO_ANOTHER,
@@ -205,6 +226,9 @@ class NamedQuery:
     # How much closer (own relevance) another member's own story may be than
     # an attributable hit that still counts (above 1: any).
     rival_margin: float = 1.5
+    # The query asks what the member said ("What did Jon say about…"): any
+    # sentence of theirs that tells is their words, whoever it speaks of.
+    asks_words: bool = False
 
     @classmethod
     def of(
@@ -217,7 +241,8 @@ class NamedQuery:
     ) -> NamedQuery:
         stems = tuple(dict.fromkeys(light_stem(t) for t in content_terms(content)))
         prefixes = frozenset(s[:_SHARED_PREFIX] for s in stems if len(s) >= _SHARED_PREFIX)
-        return cls(frozenset(named), names, stems, unworded_sem_min, prefixes, rival_margin)
+        words = asks_for_words(content)
+        return cls(frozenset(named), names, stems, unworded_sem_min, prefixes, rival_margin, words)
 
     def reason(self, hit: Hit) -> str:
         """Why ``hit`` is (a reason in ``ATTRIBUTING``) or is not about a named member."""
@@ -276,7 +301,7 @@ class NamedQuery:
             return False
         if hit.kind == "message" and not speaks_of_self(hit.text):
             return False
-        theirs = dataclasses.replace(self, named=frozenset({hit.subject}))
+        theirs = dataclasses.replace(self, named=frozenset({hit.subject}), asks_words=False)
         return theirs.reason(hit) in ATTRIBUTING
 
     def _own_message(self, hit: Hit) -> str:
@@ -296,16 +321,28 @@ class NamedQuery:
         own = whole and not speaks_to_other(text)
         asked = False
         for i, sentence in enumerate(sentences):
-            if speaks_of_self(sentence):
-                own = True
-            elif speaks_to_other(sentence) or _addresses_another(sentence, author, self.names):
-                own = False
+            lean = self._lean(sentence, author)
+            if i in sharing:
+                # The clauses holding the query's words decide first: "Lately I
+                # trained for the race, have you run one?" tells of its author,
+                # "Your store looks great, I remember it!" praises another's.
+                clauses = [c for c in _CLAUSE.split(sentence) if self._shares_word(c)]
+                lean = sum(self._lean(c, author) for c in clauses) or lean
+            if lean:
+                own = lean > 0
             if i in sharing:
                 if self._asks(sentence):
                     asked = True
                 elif own:
                     return TOLD_OF_SELF
+                elif self.asks_words:
+                    return THEIR_WORDS
         return ASKS if asked else TO_ANOTHER
+
+    def _lean(self, text: str, author: str) -> int:
+        """Whom ``text`` speaks of: above 0 its author, below 0 someone else
+        (first-person words, less second-person words and addresses)."""
+        return person_lean(text) - _addresses_another(text, author, self.names)
 
     def _shares_word(self, text: str) -> bool:
         """Whether a word of ``text`` starts with a stem of the query's, or

@@ -27,7 +27,9 @@ import re
 __all__ = [
     "FIRST_PERSON_FULL",
     "asks_for_own_story",
+    "asks_for_words",
     "first_person_share",
+    "person_lean",
     "speaks_of_self",
     "speaks_to_other",
     "statement_share",
@@ -49,6 +51,16 @@ _SECOND_PERSON = frozenset(
     du dich dir dein deine deinen deinem deiner euch euer eure
     tú tu tus te ti contigo usted ustedes vosotros vosotras vuestro vuestra
     ты тебя тебе тобой твой твоя твоё твое твои вы вас вам вами ваш ваша ваше ваши
+    """.split()
+)
+# Verbs asking for someone's words rather than their deeds, the same languages.
+_SAYING = frozenset(
+    """
+    say says said saying tell tells told mention mentions mentioned think thinks thought
+    suggest suggests suggested recommend recommends recommended advise advises advised
+    sagen sagt sagte gesagt erzählt erzählte erwähnt erwähnte denkt dachte meint meinte
+    decir dice dijo dicho cuenta contó menciona mencionó piensa pensó opina
+    сказал сказала сказали говорит говорил говорила рассказал рассказала думает думал думала
     """.split()
 )
 # Japanese and Chinese pronouns, matched as substrings (no spaces).
@@ -83,6 +95,17 @@ def speaks_to_other(text: str) -> bool:
     return _holds(text, _SECOND_PERSON, _SECOND_PERSON_CJK)
 
 
+def person_lean(text: str) -> int:
+    """First-person words minus second-person words in ``text`` (a Japanese
+    or Chinese pronoun counts as one)."""
+    words = [_fold(w) for w in WORD.findall(text)]
+    lean = sum(w in _FIRST_PERSON for w in words) - sum(w in _SECOND_PERSON for w in words)
+    if not text.isascii():
+        lean += sum(text.count(p) for p in _FIRST_PERSON_CJK)
+        lean -= sum(text.count(p) for p in _SECOND_PERSON_CJK)
+    return lean
+
+
 def first_person_share(text: str) -> float:
     """How much ``text`` speaks of its author, 0..1: its share of
     first-person words (a Japanese or Chinese pronoun counts as one) over
@@ -107,6 +130,13 @@ def asks_for_own_story(query: str) -> bool:
     """Whether ranking for ``query`` favours messages in the first person:
     unless it speaks to someone (a second-person word; see the module)."""
     return not speaks_to_other(query)
+
+
+def asks_for_words(query: str) -> bool:
+    """Whether ``query`` asks what someone said or thinks ("What did Jon say
+    about the store?", "What does Alice think of…") rather than what they
+    did: a verb of saying, thinking or advising."""
+    return any(_fold(w) in _SAYING for w in WORD.findall(query))
 
 
 def _fold(word: str) -> str:
