@@ -27,16 +27,15 @@ from memory.clock import Clock, iso, system_clock
 from memory.config import MemoryConfig
 from memory.embed.base import Embedder
 from memory.embed.service import EmbeddingService
-from memory.errors import InvalidInput
 from memory.extract.base import Extractor
 from memory.extract.sensitivity import classifier_for
 from memory.guild_settings import GuildSettingsCache
+from memory.ingest.admission import Admission
 from memory.ingest.consent_gate import SensitiveGate
 from memory.ingest.inbox import Inbox
 from memory.ingest.llm_decision import LLMDecider
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
-from memory.ingest.validate import validate_message
 from memory.journal import Journal, JournalDay, JournalEntry
 from memory.models import (
     ForgetReport,
@@ -181,6 +180,14 @@ class Memory:
             drain_timeout_s=config.ingest.drain_timeout_s,
         )
         self.upkeep = MemoryUpkeep(self.db, self.pipeline, self.snapshot, self.compactor, clock)
+        self._admission = Admission(
+            config.ingest,
+            self.queue,
+            self.guilds.settings,
+            self.lifecycle.before_ingest,
+            ingesting=lambda: self._ingesting,
+            rejected=self.rejected,
+        )
         self._retriever: Any = None
         self._started = False
         self._ingesting = False
@@ -281,37 +288,10 @@ class Memory:
     async def ingest_message(
         self, msg: IncomingMessage, *, backpressure: bool = False
     ) -> IngestOutcome:
-        """Persist, then enqueue. Returns at once; ``outcome.wait()`` awaits processing."""
-        if not self._ingesting:
-            return self._reject(msg, "opened without ingest")
-        if not self.queue.accepting:
-            return self._reject(msg, "shutting down")
-        try:
-            clean = validate_message(msg, max_chars=self.config.ingest.message_max_chars)
-        except InvalidInput as exc:
-            return self._reject(msg, str(exc))
-        if clean.is_bot and not self.config.ingest.ingest_bot_messages:
-            return self._reject(msg, "bot messages are not ingested (setting)")
-        gs = await self.guilds.settings(clean.guild_id or "")
-        if not gs.memory_enabled:
-            return self._reject(msg, "memory is off for this guild (setting)")
-        if clean.channel_id in gs.excluded_channels:
-            return self._reject(msg, "channel excluded from memory (setting)")
-        if clean.is_bot and not gs.ingest_bots:
-            return self._reject(msg, "bot messages are not ingested (guild setting)")
-        current = self.lifecycle.before_ingest(clean)
-        if current is None:
-            return self._reject(msg, "deleted on Discord before it was stored")
-        return await self.queue.submit(current, backpressure=backpressure)
-
-    def _reject(self, msg: IncomingMessage, reason: str) -> IngestOutcome:
-        key = reason.split(":")[0][:60]
-        self.rejected[key] = self.rejected.get(key, 0) + 1
-        self.queue.stats.rejected += 1
-        log.info("ingest rejected message %r: %s", str(msg.id)[:40], reason)
-        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        fut.set_result(False)
-        return IngestOutcome(str(msg.id)[:64], "rejected", reason, fut)
+        """Persist, then enqueue. Returns at once; ``outcome.wait()`` awaits
+        processing. Messages reach the queue in the order of the calls, even
+        when calls overlap (``memory.ingest.admission``)."""
+        return await self._admission.admit(msg, backpressure=backpressure)
 
     async def drain(self, timeout: float = 5.0) -> bool:
         return await self.queue.drain(timeout)

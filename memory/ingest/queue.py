@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.config import IngestConfig
+from memory.ingest.in_order import InOrder
 from memory.ingest.inbox import Inbox
 from memory.ingest.jobs import Batch as Batch
 from memory.ingest.jobs import Job as Job
@@ -107,6 +108,7 @@ class IngestQueue:
         self._changed = asyncio.Event()  # any progress: a batch taken or finished, a persist
         self._in_flight = 0
         self._slots = asyncio.Semaphore(max(1, cfg.workers))  # extraction calls
+        self._line = InOrder()  # submits reach the queue in the order they came
         self._max_active = 2 * max(1, cfg.workers)
         self._active = 0  # batches in flight not waiting on another batch
         self._activity = asyncio.Event()
@@ -209,31 +211,38 @@ class IngestQueue:
         # Registered before the await so a second submit of the same id while
         # this one is being persisted is a duplicate too.
         self._known[msg.id] = job
+        # Queued in the order submitted, whichever persist or wait for room
+        # ends first: an author's jobs are chained in this order (Job.prev).
+        place = self._line.enter()
         try:
-            # Bulk callers (import, replay of a history) ask for backpressure:
-            # they go through group commit; a live message is written at once.
-            is_new, state = await self._persist_one(msg, direct=not backpressure)
-        except BaseException:
-            self._known.pop(msg.id, None)
-            raise
-        # "skipped" (too short to keep) is as final as "done": re-importing must not redo it.
-        # So is "failed" until an operator asks for a retry; "retry" is queued again.
-        if not is_new and state in FINAL:
-            ok = state != "failed"
-            self._known.pop(msg.id, None)
-            self._remember_done(msg.id, ok)
-            job.done.set_result(ok)
-            self.stats.duplicates += 1
-            reason = "already processed" if ok else "failed earlier (guildlore retry)"
-            return IngestOutcome(msg.id, "duplicate", reason, job.done)
-        job.resumed = not is_new
-        if backpressure:
-            await self._wait_for_room()
-        elif self._depth >= self.cfg.queue_capacity:
-            # Persisting took no loop turn; before this drops the oldest job,
-            # let an idle worker take it.
-            await asyncio.sleep(0)
-        self._enqueue(job)
+            try:
+                # Bulk callers (import, replay of a history) ask for backpressure:
+                # they go through group commit; a live message is written at once.
+                is_new, state = await self._persist_one(msg, direct=not backpressure)
+            except BaseException:
+                self._known.pop(msg.id, None)
+                raise
+            # "skipped" (too short to keep) is as final as "done": re-importing must not redo it.
+            # So is "failed" until an operator asks for a retry; "retry" is queued again.
+            if not is_new and state in FINAL:
+                ok = state != "failed"
+                self._known.pop(msg.id, None)
+                self._remember_done(msg.id, ok)
+                job.done.set_result(ok)
+                self.stats.duplicates += 1
+                reason = "already processed" if ok else "failed earlier (guildlore retry)"
+                return IngestOutcome(msg.id, "duplicate", reason, job.done)
+            job.resumed = not is_new
+            await place.turn()
+            if backpressure:
+                await self._wait_for_room()
+            elif self._depth >= self.cfg.queue_capacity:
+                # Persisting took no loop turn; before this drops the oldest job,
+                # let an idle worker take it.
+                await asyncio.sleep(0)
+            self._enqueue(job)
+        finally:
+            place.leave()
         self.stats.accepted += 1
         return IngestOutcome(msg.id, "queued", None if is_new else "resumed", job.done)
 
