@@ -255,18 +255,23 @@ class IngestQueue:
         """Queue an already-persisted, unfinished message (start-up replay)."""
         if msg.id in self._known:
             return self._known[msg.id].done
-        await self._wait_for_room()
-        if msg.id in self._known:  # submitted again meanwhile
-            return self._known[msg.id].done
-        if self._done_recent.get(msg.id):  # or finished meanwhile (two replays read it)
-            return self.known_future(msg.id)
-        # A message this run dropped before taking it cannot have a journal
-        # line from this run; only one accepted by an earlier run may have one.
-        fresh = msg.id in self._dropped_fresh
-        self._dropped_fresh.discard(msg.id)
-        job = Job(msg=msg, done=asyncio.get_running_loop().create_future(), resumed=not fresh)
-        self._known[msg.id] = job
-        self._enqueue(job)
+        place = self._line.enter()  # in line with live submits (see ``submit``)
+        try:
+            await place.turn()
+            await self._wait_for_room()
+            if msg.id in self._known:  # submitted again meanwhile
+                return self._known[msg.id].done
+            if self._done_recent.get(msg.id):  # or finished meanwhile (two replays read it)
+                return self.known_future(msg.id)
+            # A message this run dropped before taking it cannot have a journal
+            # line from this run; only one accepted by an earlier run may have one.
+            fresh = msg.id in self._dropped_fresh
+            self._dropped_fresh.discard(msg.id)
+            job = Job(msg=msg, done=asyncio.get_running_loop().create_future(), resumed=not fresh)
+            self._known[msg.id] = job
+            self._enqueue(job)
+        finally:
+            place.leave()
         self.stats.replayed += 1
         return job.done
 
