@@ -321,22 +321,24 @@ class NamedQuery:
         own = whole and not speaks_to_other(text)
         asked = False
         for i, sentence in enumerate(sentences):
-            lean = self._lean(sentence, author)
-            if i in sharing:
-                # The clauses holding the query's words decide first: "Lately I
-                # trained for the race, have you run one?" tells of its author,
-                # "Your store looks great, I remember it!" praises another's.
-                clauses = [c for c in _CLAUSE.split(sentence) if self._shares_word(c)]
-                lean = sum(self._lean(c, author) for c in clauses) or lean
+            if i not in sharing:
+                lean = self._lean(sentence, author)
+                if lean:
+                    own = lean > 0
+                continue
+            # The clauses holding the query's words decide first: "Lately I
+            # trained for the race, have you run one?" tells of its author,
+            # "Your store looks great, I remember it!" praises another's.
+            clauses = [c for c in _CLAUSE.split(sentence) if self._shares_word(c)]
+            lean = sum(self._lean(c, author) for c in clauses) or self._lean(sentence, author)
             if lean:
                 own = lean > 0
-            if i in sharing:
-                if self._asks(sentence):
-                    asked = True
-                elif own:
-                    return TOLD_OF_SELF
-                elif self.asks_words:
-                    return THEIR_WORDS
+            if self._asks(sentence):
+                asked = True
+            elif own:
+                return TOLD_OF_SELF
+            elif self.asks_words:
+                return THEIR_WORDS
         return ASKS if asked else TO_ANOTHER
 
     def _lean(self, text: str, author: str) -> int:
