@@ -243,7 +243,7 @@ class Memory:
             await self.lifecycle.replay(self.config.ownership.owns)
             self.queue.start()
             self.embeddings.start()
-            self.inbox.start(self.queue)
+            await self.inbox.start(self.queue)
             self.snapshot.request()
 
     async def close(self, drain_timeout: float | None = None) -> None:

@@ -356,3 +356,33 @@ async def test_timestamps_outside_discords_era_are_refused(make_memory: Any, sta
 def test_iso_pads_the_year() -> None:
     assert iso(datetime(999, 5, 1, tzinfo=UTC)) == "0999-05-01T00:00:00.000Z"
     assert iso(datetime(2024, 5, 1, 12, 30, 1, 123456, tzinfo=UTC)) == "2024-05-01T12:30:01.123Z"
+
+
+async def test_a_failure_of_this_run_waits_its_back_off_even_when_the_start_replay_reads_late(
+    make_memory: Any, fake_openai: FakeOpenAI, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start-up replay queues what an earlier run left unfinished,
+    "retry" rows included. When its read of the inbox is slow (PostgreSQL
+    under load), it can see a message that *this* run has just tried and
+    failed: that one must wait for its back-off, not be extracted again."""
+    from memory.ingest.inbox import Inbox
+
+    read = Inbox.unfinished
+    release = asyncio.Event()
+
+    async def late_first_read(self: Inbox, *args: Any, **kw: Any) -> Any:
+        await release.wait()  # held until the live message has failed
+        return await read(self, *args, **kw)
+
+    monkeypatch.setattr(Inbox, "unfinished", late_first_read)
+    fake_openai.fail_next("chat", Fault.status(500))
+    mem = await _llm_memory(make_memory, fake_openai, clock)
+    m = msg("I restore old sailing boats in Kiel.")
+    assert await (await mem.ingest_message(m)).wait() is False
+    assert await _state(mem, m.id) == "retry"
+    release.set()
+    await asyncio.sleep(0.2)
+    assert len(fake_openai.chat_requests()) == 1, "retried before its back-off"
+    assert await _state(mem, m.id) == "retry"
+    clock.advance(seconds=31)
+    assert await eventually(lambda: _state_is(mem, m.id, "done"))

@@ -34,6 +34,7 @@ from memory.ownership import GuildOwnership
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.db import Database
+from memory.store.message_texts import highest_seq
 
 if TYPE_CHECKING:
     from memory.ingest.queue import IngestQueue
@@ -74,10 +75,17 @@ class Inbox:
         self._retry_wake = asyncio.Event()
 
     # -- lifecycle -------------------------------------------------------------------
-    def start(self, queue: IngestQueue) -> None:
-        """Serve ``queue``: replay what an earlier run left unfinished, retry when due."""
+    async def start(self, queue: IngestQueue) -> None:
+        """Serve ``queue``: replay what an earlier run left unfinished, retry when due.
+
+        "Earlier" is the rows stored before now (seq at most the highest now):
+        the replay reads in the background, and a message of this run that
+        has just failed is in state "retry" too — it waits for its back-off."""
+        earlier = int(await self.db.read(highest_seq))
         self._queue = queue
-        self._replay_task = asyncio.create_task(self.replay(AT_START), name="ingest-replay")
+        self._replay_task = asyncio.create_task(
+            self.replay(AT_START, up_to=earlier), name="ingest-replay"
+        )
         self._retry_task = asyncio.create_task(self._retry_loop(), name="ingest-retry")
 
     async def stop(self) -> None:
@@ -178,8 +186,9 @@ class Inbox:
         return dict(await self.db.read(store_messages.unfinished_counts, guild_ids))
 
     # -- replay ------------------------------------------------------------------------
-    async def replay(self, states: Sequence[str] = UNFINISHED) -> int:
-        """Queue every row in ``states`` that is not queued already; how many."""
+    async def replay(self, states: Sequence[str] = UNFINISHED, *, up_to: int | None = None) -> int:
+        """Queue every row in ``states`` (with seq at most ``up_to``) that is
+        not queued already; how many."""
         queue = self._queue
         if queue is None:
             return 0
@@ -189,6 +198,10 @@ class Inbox:
             rows = await self.unfinished(after, REPLAY_PAGE, states)
             if not rows:
                 break
+            if up_to is not None:
+                rows = [(seq, m) for seq, m in rows if seq <= up_to]
+                if not rows:
+                    break
             for seq, m in rows:
                 after = seq
                 if queue.holds(m.id) or not self.ownership.owns(m.guild_id):
