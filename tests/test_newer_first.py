@@ -95,6 +95,42 @@ def test_what_is_not_a_restatement_does_not_move() -> None:
     assert after(_hit(2, later, JUN, score=0.4), NewerFirstRule(window=1)) == ["m1", "m2"]
 
 
+def test_one_phrase_in_passing_does_not_link_a_message_to_a_thorough_answer() -> None:
+    # LongMemEval S, question fca762bc: the board game tip shares only "words
+    # and phrases" with the question; the list of language apps shares nine of
+    # its phrases. The newer tip used to take the older answer's first place.
+    query = (
+        "I wanted to follow up on our previous conversation about language learning apps. "
+        "Can you remind me of the one that uses mnemonics to help learners memorize words "
+        "and phrases?"
+    )
+    answer = _hit(
+        1,
+        "Sure, there are several excellent language learning apps. Memrise uses mnemonics "
+        "to help learners memorize words and phrases; other language learning apps help "
+        "learners with grammar.",
+        JAN,
+        score=0.6,
+    )
+    tip = _hit(2, "Try Codenames: a party game of guessing words and phrases.", JUN, score=0.5)
+    assert len(phrases(answer.text) & phrases(query)) >= 8
+    assert _ids(newer_first([answer, tip], query)) == ["m1", "m2"]
+    assert _ids(newer_first([answer, tip], query, NewerFirstRule(min_shared=0.0))) == ["m2", "m1"]
+    # A real update that repeats two of the first telling's seven phrases still
+    # goes first (LongMemEval's Converse question).
+    shoes = "How many times have I worn my new black Converse Chuck Taylor All Star sneakers?"
+    first = _hit(
+        3,
+        "I have worn my new black Converse Chuck Taylor All Star sneakers twice already.",
+        JAN,
+        score=0.6,
+    )
+    later = _hit(4, "Update: the new black Converse have now been worn five times.", JUN, score=0.5)
+    assert len(phrases(first.text) & phrases(shoes)) == 7
+    assert len(phrases(later.text) & phrases(first.text) & phrases(shoes)) == 2
+    assert _ids(newer_first([first, later], shoes)) == ["m4", "m3"]
+
+
 def test_a_phrase_the_author_keeps_using_is_a_theme_not_an_update() -> None:
     query = "What does Jon's dance studio offer?"
     days = [f"2023-0{m}-0{d}T10:00:00.000Z" for m, d in ((1, 1), (2, 2), (3, 3), (4, 4))]

@@ -12,7 +12,8 @@ ranking after scoring (pure: no I/O, no clock):
   conversation), and both contain one of the query's *phrases*: two content words
   adjacent in the query once stop words and single letters are left out
   ("wells fargo", "coding exercises"), plural "s" folded as the lexical
-  score does.
+  score does — and together at least ``min_shared`` of the phrases the
+  wordier of the two contains (one phrase in passing is not the same topic).
 * A phrase the author uses in more than ``max_repeats`` of the leading hits
   is a running theme of theirs ("my dance studio"), not a value being
   updated: it links nothing.
@@ -57,6 +58,12 @@ class NewerFirstRule:
     window: int = 15  # leading hits the rule looks at
     max_repeats: int = 5  # a phrase in more of one author's leading hits is a theme
     min_gap_s: float = 6 * 3600.0  # closer statements belong to one sitting
+    # Of the query phrases the wordier of two messages contains, the share the
+    # other must contain too: one phrase in common ("words and phrases", 1 of
+    # 9) does not make a board game tip a restatement of a list of language
+    # apps; a real update may repeat fewer phrases than the first telling
+    # (2 of 7 in LongMemEval's "black Converse Chuck Taylor" question).
+    min_shared: float = 0.25
     enabled: bool = True
 
 
@@ -120,8 +127,10 @@ def newer_first(
             b = lead[j]
             if not said[i] or not said[j] or a.subject != b.subject:
                 continue
-            shared = [p for p in said[i] & said[j] if uses[(a.subject, p)] <= rule.max_repeats]
-            if not shared:
+            theme = {p for p in said[i] | said[j] if uses[(a.subject, p)] > rule.max_repeats}
+            shared = (said[i] & said[j]) - theme
+            wordier = max(len(said[i] - theme), len(said[j] - theme))
+            if not shared or len(shared) < rule.min_shared * wordier:
                 continue
             apart = abs(seconds_between(a.created_at, b.created_at))
             if not math.isfinite(apart) or apart < rule.min_gap_s:
