@@ -131,6 +131,26 @@ def test_one_phrase_in_passing_does_not_link_a_message_to_a_thorough_answer() ->
     assert _ids(newer_first([first, later], shoes)) == ["m4", "m3"]
 
 
+def test_the_rule_orders_the_first_ten_and_never_moves_a_hit_out_of_them() -> None:
+    # LongMemEval S (a3045048): with a window of 15, the best hit and a newer
+    # restatement in 12th place swapped, and the answer left the first ten.
+    old = _hit(0, "I've been using my Fitbit Charge 3 for 6 months now.", JAN, score=0.9)
+    filler = [
+        _hit(n, f"Unrelated chat number {n}.", MAR, score=0.8 - n / 100, author=BOB)
+        for n in range(1, 11)
+    ]
+    new = _hit(11, "Still using my Fitbit Charge 3, 9 months now.", JUN, score=0.5)
+    hits = [old, *filler, new]
+    out = newer_first(hits, QUERY)
+    assert {h.id for h in out[:10]} == {h.id for h in hits[:10]}
+    assert _ids(out) == _ids(hits)
+    # Inside the first ten, the newer statement still goes first.
+    inside = [old, *filler[:8], new]
+    assert _ids(newer_first(inside, QUERY))[0] == "m11"
+    # A wider window would have sent the best hit to 12th place.
+    assert _ids(newer_first(hits, QUERY, NewerFirstRule(window=15)))[-1] == "m0"
+
+
 def test_a_phrase_the_author_keeps_using_is_a_theme_not_an_update() -> None:
     query = "What does Jon's dance studio offer?"
     days = [f"2023-0{m}-0{d}T10:00:00.000Z" for m, d in ((1, 1), (2, 2), (3, 3), (4, 4))]
