@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.models import ScoreParts
-from memory.retrieval.lexical import compact_tokens, fold, lexical_score, query_terms
+from memory.retrieval.lexical import compact_tokens, lexical_score, query_terms, word_forms
 from memory.retrieval.scoring import (
     DEFAULT_WEIGHTS,
     ScoringWeights,
@@ -185,25 +185,42 @@ def test_lexical_edge_cases() -> None:
     assert lexical_score("this", "thing") == 0.0  # stop words are not folded into "thi"
 
 
-def _overlap_by_folding_every_word(query: str, text: str) -> float:
-    """The share of query terms the text has, with every word of the text folded."""
+def _overlap_by_word_sets(query: str, text: str) -> float:
+    """The share of query terms with a form among the text's words, by sets."""
     terms = query_terms(compact(query))
-    said = {fold(tok) for tok in compact_tokens(compact(text))}
-    return len(terms & said) / len(terms) if terms else 0.0
+    words = set(compact_tokens(compact(text)))
+    said = [t for t in terms if not word_forms(t).isdisjoint(words)]
+    return len(said) / len(terms) if terms else 0.0
 
 
 _WORDS = st.sampled_from(
-    "bus buses gas glass glasses news new cat cats likes like this thing ss s "
+    "bus buses gas glass glasses news new cat cats likes like liked liking this thing ss s "
+    "walk walks walked walking stop stopped stopping car caring care cared even evening "
     "Straße café 東京 タワー lens lenses".split()
 )
 
 
 @given(st.lists(_WORDS, min_size=1, max_size=5), st.lists(_WORDS, max_size=12))
-def test_lexical_overlap_equals_folding_every_word(q: list[str], t: list[str]) -> None:
+def test_lexical_overlap_equals_the_word_set_definition(q: list[str], t: list[str]) -> None:
+    # The ASCII path finds forms in the text without splitting it into words.
     query, text = " ".join(q), " ".join(t)
     got = lexical_score(query, text)
     if got < 1.0:  # 1.0 also when the text holds the whole query as a phrase
-        assert got == _overlap_by_folding_every_word(query, text)
+        assert got == _overlap_by_word_sets(query, text)
+
+
+def test_a_query_word_is_said_in_its_regular_inflections() -> None:
+    # A member asking about their walk means the message where they were walking.
+    assert lexical_score("neighborhood walk", "I was out walking in my neighborhood") == 1.0
+    assert word_forms("walk") == {"walk", "walks", "walked", "walking"}
+    assert {"stopped", "stopping"} <= word_forms("stop")
+    assert {"baked", "baking"} <= word_forms("bake")
+    assert "glasses" in word_forms("glass")
+    # Forwards only, and not for short words: no guessed stems.
+    assert lexical_score("car", "caring for the kids") == 0.0
+    assert lexical_score("evening", "even so") == 0.0
+    assert lexical_score("walking", "a long walk") == 0.0
+    assert word_forms("東京") == {"東京"}
 
 
 @given(st.text(max_size=40), st.text(max_size=80))

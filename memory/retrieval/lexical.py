@@ -6,13 +6,17 @@ dilute the one word that matters. So the query's English stop words are
 dropped before the overlap is measured, unless the query has nothing else
 (then all its tokens are kept, so "who is she" still matches "she is who she
 is" better than unrelated text). Tokens on both sides are also folded by a
-trailing plural "s" ("likes" ~ "like"). The whole-query containment test
+trailing plural "s" ("likes" ~ "like"), and an English query word is also
+said in its regular inflections ("walk" ~ "walking", "walked"; "biking" ~
+"bike"): a member asking what they said about their walk means the message
+where they were out walking. The whole-query containment test
 uses the full compact query, stop words included, and respects word
 boundaries ("art" is not found in "party"). Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from memory.text import compact, is_no_space_token, tokens
@@ -40,6 +44,46 @@ def fold(token: str) -> str:
     if len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
         return token[:-1]
     return token
+
+
+_SIBILANT_ENDS = ("s", "x", "z", "ch", "sh")
+
+
+def word_forms(term: str) -> frozenset[str]:
+    """The words that say query ``term`` (already ``fold``-ed): itself, its
+    plural, and for an English word of four letters or more its regular
+    inflections ("walk" → walks, walked, walking; "stop" → stopped; "bake" →
+    baked, baking). Only forwards: stripping a query word's ending guesses a
+    stem that is often another word ("evening" → "even", "thing" → "th-e"),
+    and irregular forms ("ran", "went") are the semantic side's."""
+    out = {term}
+    if fold(term + "s") == term:
+        out.add(term + "s")
+    if not (term.isascii() and term.isalpha() and len(term) >= 4):
+        return frozenset(out)
+    if term.endswith(("ing", "ed")):
+        return frozenset(out)  # already inflected
+    if term.endswith("e"):
+        out |= {term + "d", term[:-1] + "ing"}
+    else:
+        out |= {term + "ed", term + "ing"}
+        if term.endswith(_SIBILANT_ENDS):
+            out.add(term + "es")
+        if _doubles(term):
+            out |= {term + term[-1] + "ing", term + term[-1] + "ed"}
+    return frozenset(out)
+
+
+def _doubles(word: str) -> bool:
+    """Whether an inflection doubles ``word``'s last letter ("run" → "running"):
+    a consonant after a single vowel, not w/x/y."""
+    vowels = "aeiou"
+    return (
+        len(word) >= 3
+        and word[-1] not in vowels + "wxy"
+        and word[-2] in vowels
+        and word[-3] not in vowels
+    )
 
 
 def _contains_phrase(haystack: str, needle: str) -> bool:
@@ -88,15 +132,17 @@ def compact_tokens(compacted: str) -> list[str]:
 class LexicalQuery:
     """``lexical_score`` with the query's side prepared once (many candidates)."""
 
-    __slots__ = ("_spaced", "compact", "terms")
+    __slots__ = ("_probes", "compact", "terms")
 
     def __init__(self, query: str) -> None:
         self.compact = compact(query)
         self.terms = query_terms(self.compact) if self.compact else frozenset()
-        # Each term as a word of an ASCII text wrapped in spaces (see
-        # ``score_compact``): itself, or with the "s" ``fold`` takes off.
-        self._spaced = tuple(
-            (f" {q} ", f" {q}s " if fold(q + "s") == q else None) for q in self.terms
+        # Each term's forms, and the start they all share as a word of an
+        # ASCII text wrapped in spaces (see ``score_compact``): one search
+        # finds every place a form can be.
+        self._probes = tuple(
+            (" " + os.path.commonprefix(sorted(forms)), forms)
+            for forms in (word_forms(q) for q in self.terms)
         )
 
     def score(self, text: str) -> float:
@@ -112,15 +158,26 @@ class LexicalQuery:
             return 0.0
         if t.isascii():
             # Compact ASCII text is its words joined by single spaces: a word
-            # of it is a term wrapped in spaces within the text wrapped in
-            # spaces, found without splitting a long message into a set.
+            # starting with the forms' common start is read to its end and
+            # looked up, without splitting a long message into a set.
             spaced = f" {t} "
-            found = sum(w in spaced or (p is not None and p in spaced) for w, p in self._spaced)
+            found = sum(_said_in(spaced, probe, forms) for probe, forms in self._probes)
             return found / len(self.terms)
         words = set(compact_tokens(t)) if said is None else said()
-        # A folded term is said as itself, or with the "s" ``fold`` takes off.
-        found = sum(q in words or (q + "s" in words and fold(q + "s") == q) for q in self.terms)
+        found = sum(not forms.isdisjoint(words) for _, forms in self._probes)
         return found / len(self.terms)
+
+
+def _said_in(spaced: str, probe: str, forms: frozenset[str]) -> bool:
+    """Whether a word of ``spaced`` (compact ASCII text wrapped in spaces)
+    starting with ``probe`` (a space and a start) is one of ``forms``."""
+    start = spaced.find(probe)
+    while start != -1:
+        end = spaced.find(" ", start + 1)
+        if spaced[start + 1 : end] in forms:
+            return True
+        start = spaced.find(probe, end)
+    return False
 
 
 def lexical_score(query: str, text: str) -> float:
