@@ -6,10 +6,10 @@ dilute the one word that matters. So the query's English stop words are
 dropped before the overlap is measured, unless the query has nothing else
 (then all its tokens are kept, so "who is she" still matches "she is who she
 is" better than unrelated text). Tokens on both sides are also folded by a
-trailing plural "s" ("likes" ~ "like"), and an English query word is also
-said in its regular inflections ("walk" ~ "walking", "walked"; "biking" ~
-"bike"): a member asking what they said about their walk means the message
-where they were out walking. The whole-query containment test
+trailing plural "s" ("likes" ~ "like"), and an English query word of four
+letters or more is also said in its regular inflections ("walk" ~
+"walking", "walked"): a member asking what they said about their walk means
+the message where they were out walking. The whole-query containment test
 uses the full compact query, stop words included, and respects word
 boundaries ("art" is not found in "party"). Pure: no I/O.
 """
