@@ -118,6 +118,11 @@ def newer_first(
     uses: Counter[tuple[str, Phrase]] = Counter(
         (h.subject, p) for h, ps in zip(lead, said, strict=True) for p in ps
     )
+    # Each hit's phrases less its author's running themes (they link nothing).
+    topical = [
+        frozenset(p for p in ps if uses[(h.subject, p)] <= rule.max_repeats)
+        for h, ps in zip(lead, said, strict=True)
+    ]
     parent = list(range(len(lead)))
 
     def root(i: int) -> int:
@@ -129,11 +134,10 @@ def newer_first(
     for i, a in enumerate(lead):
         for j in range(i + 1, len(lead)):
             b = lead[j]
-            if not said[i] or not said[j] or a.subject != b.subject:
+            if a.subject != b.subject:
                 continue
-            theme = {p for p in said[i] | said[j] if uses[(a.subject, p)] > rule.max_repeats}
-            shared = (said[i] & said[j]) - theme
-            wordier = max(len(said[i] - theme), len(said[j] - theme))
+            shared = topical[i] & topical[j]
+            wordier = max(len(topical[i]), len(topical[j]))
             if not shared or len(shared) < rule.min_shared * wordier:
                 continue
             apart = abs(seconds_between(a.created_at, b.created_at))
