@@ -58,7 +58,8 @@ async def quiet(mem: Any) -> None:
 
 
 def _bare_fts(db_path: Path, guild: str, matches: list[str], k: int) -> list[float]:
-    from memory.store import message_fts, sqlite
+    from memory.db.sqlite import driver as sqlite
+    from memory.store import message_fts
 
     con = sqlite.connect(db_path)
     out = []

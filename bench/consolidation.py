@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import EXPORT, cycle, export_texts, loadavg, print_table, write_json
 from memory.clock import iso
 from memory.config import EmbeddingConfig, MemoryConfig
-from memory.consolidation_llm import PairChecker
 from memory.engine import Memory
+from memory.roles.consolidation.llm import PairChecker
 from memory.store.facts import upsert_fact
 from tests.fakeopenai import FakeOpenAI
 

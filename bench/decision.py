@@ -49,14 +49,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import EXPORT, export_texts, loadavg, percentile, print_table, write_json
 from memory.clock import iso
 from memory.config import IngestConfig
+from memory.db.sqlite import driver as sqlite
+from memory.db.sqlite.migrations import migrate
+from memory.decision import decide
 from memory.extract.guards import filter_candidates
 from memory.extract.rules.extractor import RuleExtractor
-from memory.ingest.decision import decide
-from memory.roles.budgets import archive_over_budget
-from memory.store import sqlite
+from memory.ingest.budgets import archive_over_budget
 from memory.store.fact_decision import NewFact, apply_decision, current_facts, observed_time
 from memory.store.facts import upsert_fact
-from memory.store.migrations import migrate
 
 GUILD = "900000000000000001"
 INGEST = IngestConfig()  # the pipeline's budgets

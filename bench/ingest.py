@@ -33,7 +33,7 @@ they measure extraction alone.
 
 All parts also sample the size of the database's ``-wal`` file every 10 ms
 and report its peak beside the database's size at the end: the WAL must stay
-bounded under sustained ingest (``memory.store.db``).
+bounded under sustained ingest (``memory.db.sqlite.database``).
 
 ``--backends sqlite,postgresql`` runs the chosen parts once per backend, each
 engine on a new database of a PostgreSQL started for the run (the pgserver

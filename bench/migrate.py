@@ -76,8 +76,9 @@ def main() -> int:
 
     from bot.cli import main as cli_main
     from memory import MemoryConfig, copy_sqlite_to_postgres
+    from memory.db.postgres import driver as postgres
+    from memory.db.sqlite import driver as sqlite
     from memory.embed.local import LocalMiniLMEmbedder
-    from memory.store import postgres, sqlite
 
     work = Path(tempfile.mkdtemp(prefix="guildlore-pg-"))
     work.chmod(0o755)

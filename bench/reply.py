@@ -9,7 +9,7 @@ vectors (pooled and perturbed), its lore, and ``--messages`` chat messages
 with vectors spread over its channels, plus 40 of the bot's own replies per
 channel. Written straight through the store, not extracted.
 
-Timed per question: ``assemble_prompt`` (memory/conversation.py), as a reply
+Timed per question: ``assemble_prompt`` (memory/reply/conversation.py), as a reply
 runs it — the short-term window from the inbox (the channel's last
 ``--max-recent`` messages within ``--recent-tokens``), the prompt slice (user
 facts, relevant facts and messages: query embedding, vector KNN, FTS5, scoring)
@@ -88,10 +88,10 @@ def _write_bot_replies(con: Any, now: str, last_message_at: str) -> None:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from memory.clock import iso, system_clock
     from memory.config import EmbeddingConfig, MemoryConfig
-    from memory.conversation import ReplyRequest, assemble_prompt, reply_window
     from memory.embed.local import LocalMiniLMEmbedder
     from memory.engine import Memory
     from memory.extract.rules.extractor import RuleExtractor
+    from memory.reply.conversation import ReplyRequest, assemble_prompt, reply_window
 
     corpus = Corpus(args.pool, args.noise)
     emb = LocalMiniLMEmbedder(threads=2, batch_size=64)

@@ -140,7 +140,7 @@ class Baselines:
     query, so all columns see the same machine load."""
 
     def __init__(self, db_path: Path, model: str, k: int, lexicon: Any, fts_k: int) -> None:
-        from memory.store import sqlite
+        from memory.db.sqlite import driver as sqlite
         from memory.store import vectors as store_vectors
 
         self.k = k

@@ -33,9 +33,8 @@ from memory.config import (
     RetrievalConfig,
     SnapshotConfig,
 )
-from memory.consolidation_llm import PairChecker
-from memory.conversation import ReplyRequest, ReplyResult, compose_reply
-from memory.conversation_window import record_bot_reply
+from memory.db.sqlite.driver import capabilities as sqlite_capabilities
+from memory.db.url import redact_url
 from memory.diagnostics import (
     check_local_model,
     database_status,
@@ -70,13 +69,14 @@ from memory.models import (
     Trace,
 )
 from memory.ownership import GuildOwnership
-from memory.reply_record import record_reply_context
+from memory.reply.conversation import ReplyRequest, ReplyResult, compose_reply
+from memory.reply.record import record_reply_context
+from memory.reply.window import record_bot_reply
 from memory.retrieval.gate_calibration import load_calibration_file
+from memory.roles.consolidation.llm import PairChecker
 from memory.roles.members import MemberFact, MemberRecord, NotYours
-from memory.store.backend import redact_url
 from memory.store.copy_db import CopyReport, copy_sqlite_to_postgres
 from memory.store.retention import RetentionTimer
-from memory.store.sqlite import capabilities as sqlite_capabilities
 from memory.throttle import Throttle
 
 __all__ = [

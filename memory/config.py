@@ -31,7 +31,7 @@ class IngestConfig:
     # Budget defaults for guilds that set none (memory/guild_settings.py).
     keep_episodes_per_channel: int = 50
     keep_facts_per_guild: int = 20_000
-    # Compaction (memory/roles/budgets.py): the whole LLM decision's time,
+    # Compaction (memory/ingest/budgets.py): the whole LLM decision's time,
     # and the LLM decisions one compaction may ask before archiving by value.
     compaction_timeout_s: float = 30.0
     compaction_llm_calls: int = 3

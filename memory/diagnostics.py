@@ -2,7 +2,7 @@
 the bundled embedding model, and an OpenAI-compatible endpoint.
 
 Each returns plain values for the caller to explain; what SQLite itself can do
-is ``memory.store.sqlite.capabilities`` (exported by the facade as
+is ``memory.db.sqlite.driver.capabilities`` (exported by the facade as
 ``sqlite_capabilities``).
 """
 
@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from memory.config import LLMConfig
+from memory.db.sqlite import driver as sqlite
+from memory.db.sqlite.migrations import MIGRATIONS, recorded
 from memory.embed.base import provider_default_model, resolve_embedding_model
 from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
 from memory.llm import make_openai_client
-from memory.store import messages, ops, sqlite
-from memory.store.migrations import MIGRATIONS, recorded
+from memory.store import messages, ops
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,9 @@ class PostgresStatus:
 def postgres_status(url: str) -> PostgresStatus:
     """Connect to ``url`` (raises ``StorageError`` when that fails) and report
     the server, pgvector and the schema state. Blocking: run on a thread."""
+    from memory.db.postgres import driver as postgres
+    from memory.db.postgres import migrations as pg_migrations
     from memory.errors import StorageError
-    from memory.store import pg_migrations, postgres
 
     try:
         raw = postgres.connect_raw(url)
@@ -128,7 +130,8 @@ def inbox_status(
     if provider != "none":
         model = resolve_embedding_model(None, default_model, provider_default_model(provider))
     if url is not None:
-        from memory.store import pg_migrations, postgres
+        from memory.db.postgres import driver as postgres
+        from memory.db.postgres import migrations as pg_migrations
 
         con: Any = postgres.connect(url)
         known = bool(pg_migrations.recorded(con.raw))

@@ -8,8 +8,9 @@ one object per concern (memory/roles/): ``lore`` (lore lines), ``facts``,
 view and corrections), ``lifecycle`` (Discord's deletes and edits),
 ``retention`` (leave policies, guild purge), ``consent`` (sensitive facts
 waiting for a member's answer) and ``pins`` (pinned messages as canon lore);
-besides them ``sessions`` (dashboard logins) and ``inbox`` (the durable
-inbox: unfinished and failed messages).
+besides them ``sessions`` (dashboard logins), ``inbox`` (the durable
+inbox: unfinished and failed messages) and ``replay`` (what the inbox holds
+unfinished, back into the queue).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from memory.clock import Clock, iso, system_clock
 from memory.config import MemoryConfig
+from memory.db.backend import open_database
 from memory.embed.base import Embedder
 from memory.embed.service import EmbeddingService
 from memory.extract.base import Extractor
@@ -36,6 +38,7 @@ from memory.ingest.inbox import Inbox
 from memory.ingest.llm_decision import LLMDecider
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
+from memory.ingest.replay import Replay
 from memory.journal import Journal, JournalDay, JournalEntry
 from memory.models import (
     ForgetReport,
@@ -49,8 +52,8 @@ from memory.models import (
 from memory.retrieval.filters import FactFilter, consumer_filter
 from memory.roles.admin import AdminOps, SearchStats
 from memory.roles.consent import ConsentOps
-from memory.roles.consolidation import Consolidation
-from memory.roles.episodes import EpisodeOps
+from memory.roles.consolidation.role import Consolidation
+from memory.roles.episodes.role import EpisodeOps
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
 from memory.roles.journals import JournalViews
@@ -69,7 +72,6 @@ from memory.snapshot_file import SNAPSHOT_NAME, SnapshotFile
 from memory.store import facts as store
 from memory.store import lifecycle_events as store_events
 from memory.store import messages as store_messages
-from memory.store.backend import open_database
 from memory.store.erase import ErasureCompactor
 
 log = logging.getLogger(__name__)
@@ -123,8 +125,9 @@ class Memory:
             gate=gate,
             decider=decider,
         )
-        self.inbox = Inbox(self.db, config.ingest, clock, config.ownership)
+        self.inbox = Inbox(self.db, config.ingest, clock)
         self.queue = IngestQueue(config.ingest, inbox=self.inbox, process=self.pipeline)
+        self.replay = Replay(self.inbox, self.queue, config.ingest, clock, config.ownership)
         self.rejected: dict[str, int] = {}
         self._search_stats = SearchStats()
         self.lore = LoreOps(
@@ -243,7 +246,7 @@ class Memory:
             await self.lifecycle.replay(self.config.ownership.owns)
             self.queue.start()
             self.embeddings.start()
-            await self.inbox.start(self.queue)
+            await self.replay.start()
             self.snapshot.request()
 
     async def close(self, drain_timeout: float | None = None) -> None:
@@ -269,7 +272,7 @@ class Memory:
 
     async def _stop_ingest(self, drain_timeout: float | None) -> None:
         self.queue.accepting = False
-        await self.inbox.stop()
+        await self.replay.stop()
         timeout = self.config.ingest.drain_timeout_s if drain_timeout is None else drain_timeout
         drained = await self.queue.drain(timeout)
         if not drained:

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memory.db.changes import Change, ExternalCommit, SettingsChanged
+from memory.db.core import Database
 from memory.errors import InvalidInput
-from memory.ingest.validate import ID_RE
 from memory.memory_types import DEFAULT_ALLOWLISTS, parse_types
+from memory.models import ID_RE
 from memory.store import ops as store_ops
-from memory.store.changes import Change, ExternalCommit, SettingsChanged
-from memory.store.db import Database
 
 REPLY_MODES = ("mention", "mention_or_reply", "off")
 # A retention policy: "keep", or "<action>:<N>d" (the action N days after

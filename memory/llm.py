@@ -237,6 +237,10 @@ class ChatModel:
         self.client = client
         self.model = model
         self.timeout_s = timeout_s
+        # Whether this endpoint's model takes tools: True once it handled
+        # them, False once it proved it cannot, None before (``memory.reply.tools``).
+        # An endpoint does not change what it supports while the process runs.
+        self.tools: bool | None = None
 
     @classmethod
     def from_config(cls, cfg: LLMConfig) -> ChatModel:

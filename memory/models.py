@@ -6,6 +6,7 @@ Rows become these dataclasses at the store boundary; nothing outside
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -24,6 +25,10 @@ FACT_TYPES: tuple[str, ...] = (
     "lore",
     "canon",
 )
+# What an id may be: an opaque token (a Discord snowflake, a synthetic voice
+# id, a benchmark turn id), checked wherever an adapter hands one in.
+ID_RE = re.compile(r"^[0-9A-Za-z_:.\-]{1,64}$")
+
 MessageSource = Literal["text", "voice", "import"]
 SearchScope = Literal["facts", "messages", "all"]
 HistoryEvent = Literal["add", "update", "archive", "restore", "supersede", "delete", "forget"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 
+from memory.db.core import Database
 from memory.store import sessions as store_sessions
-from memory.store.db import Database
 
 
 class OperatorSessions:

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 from memory.clock import Clock
 from memory.config import SnapshotConfig
+from memory.db.core import Connection, Database
 from memory.models import EPISODE_SUBJECT, LORE_SUBJECT, Fact
 from memory.roles.journals import JournalViews
 from memory.snapshot import GuildLore, PersonFacts, render_snapshot, write_atomic
 from memory.store import facts as store
-from memory.store.db import Database
 
 SNAPSHOT_NAME = "MEMORY.md"
 
@@ -73,6 +72,6 @@ class SnapshotFile:
 
 
 def _inputs(
-    con: Any, per_subject: int
+    con: Connection, per_subject: int
 ) -> tuple[list[Fact], dict[tuple[str, str], str], dict[str, str | None]]:
     return store.snapshot_facts(con, per_subject), store.display_names(con), store.guild_names(con)

@@ -250,3 +250,17 @@ def significant_tokens(text: str, *, min_len: int = 3, limit: int | None = None)
     """Tokens long enough to carry meaning (CJK bigrams always count), first ``limit``."""
     out = [t for t in tokens(text) if len(t) >= min_len or is_no_space_token(t)]
     return out if limit is None else out[:limit]
+
+
+# Token counts are an estimate, not a tokenizer: a quarter of the characters
+# (rounded up, the usual ratio for English under OpenAI's tokenizers) plus a
+# turn's role and name framing. The chat model's own tokenizer is unknown here
+# (any OpenAI-compatible endpoint), and the local MiniLM vocabulary would not
+# count the chat model's tokens either.
+CHARS_PER_TOKEN = 4
+TURN_OVERHEAD_TOKENS = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated tokens of ``text`` as one chat turn."""
+    return -(-len(text) // CHARS_PER_TOKEN) + TURN_OVERHEAD_TOKENS

@@ -1,6 +1,6 @@
 """Print the non-ASCII code points SQLite's FTS5 ``unicode61 remove_diacritics 2``
 tokenizer keeps inside words, as ranges: the table frozen in
-memory/store/pg_schema/p004_token_chars.py (PostgreSQL splits words where
+memory/db/postgres/schema/p004_token_chars.py (PostgreSQL splits words where
 SQLite does). Each code point goes between two letters in an FTS5 table; the
 row is one word (kept) or two (a separator). Takes a few minutes.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memory.store import sqlite
+from memory.db.sqlite import driver as sqlite
 
 BATCH = 50_000
 

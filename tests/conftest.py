@@ -25,11 +25,6 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
-    # What the process learnt of endpoints' tool support is keyed by URL: a
-    # test's fake server can get the port of an earlier test's one.
-    from memory.conversation_tools import TOOL_SUPPORT
-
-    TOOL_SUPPORT.clear()
     yield
 
 
@@ -224,7 +219,7 @@ def pg_conn(pg_url: str) -> Iterator[Any]:
     """An autocommit psycopg connection to a fresh database with the schema."""
     import psycopg
 
-    from memory.store import pg_migrations
+    from memory.db.postgres import migrations as pg_migrations
 
     conn = psycopg.connect(pg_url, autocommit=True)
     pg_migrations.migrate(conn)
@@ -235,7 +230,8 @@ def pg_conn(pg_url: str) -> Iterator[Any]:
 @pytest.fixture
 def sqlite_ref(tmp_path: Path) -> Iterator[Any]:
     """A migrated SQLite database to compare PostgreSQL with."""
-    from memory.store import migrations, sqlite
+    from memory.db.sqlite import driver as sqlite
+    from memory.db.sqlite import migrations
 
     con = sqlite.connect(tmp_path / "reference.db")
     migrations.migrate(con)

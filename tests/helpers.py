@@ -127,17 +127,17 @@ def inspect_db(mem_or_config: Any, *, writable: bool = False) -> Any:
     database. The caller closes it."""
     url = database_url(mem_or_config)
     if url:
-        from memory.store import postgres
+        from memory.db.postgres import driver as postgres
 
         return postgres.connect(url)
-    from memory.store import sqlite
+    from memory.db.sqlite import driver as sqlite
 
     config = getattr(mem_or_config, "config", mem_or_config)
     return sqlite.connect(config.db_path, read_only=not writable)
 
 
 def is_postgresql(con: Any) -> bool:
-    from memory.store.sql import dialect_of
+    from memory.db.sql import dialect_of
 
     return dialect_of(con) == "postgresql"
 
@@ -160,7 +160,7 @@ def every_cell_text(con: Any) -> list[str]:
     """Every non-null cell of every table as text (bytes decoded leniently):
     what a search for a word in "the whole database" reads. Tables that
     cannot be read whole (SQLite's vec0 shadow tables) are left out."""
-    from memory.store import sqlite
+    from memory.db.sqlite import driver as sqlite
 
     parts: list[str] = []
     for table in table_names(con):

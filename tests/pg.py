@@ -118,7 +118,7 @@ def migrated_template(server: Any) -> str:
     it afterwards: PostgreSQL copies only a template nobody is connected to."""
     import psycopg
 
-    from memory.store import pg_migrations
+    from memory.db.postgres import migrations as pg_migrations
 
     name = create_database(server)
     with psycopg.connect(url(server, name), autocommit=True) as conn:

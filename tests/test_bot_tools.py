@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from bot.cogs.replies import APOLOGY
 from dashboard.app import DashboardConfig, create_app
 from dashboard.server import runner_options
-from memory.conversation_tools import LIMIT_REACHED
+from memory.reply.tools import LIMIT_REACHED
 from tests.fakeopenai import FakeOpenAI, Fault, ToolCalls
 from tests.helpers import eventually
 from tests.test_bot import Harness, open_harness, reply_json
@@ -291,9 +291,7 @@ async def test_an_endpoint_that_handled_tools_and_now_rejects_them_is_an_error_u
 ) -> None:
     """Known to take tools, the endpoint's rejection is an error, not a silent
     switch (a 400 may have another cause); a process that forgets what it
-    learnt (a new fake server on an earlier one's port) finds out again."""
-    from memory.conversation_tools import TOOL_SUPPORT
-
+    learnt (a restart: a new chat model) finds out again."""
     h = harness
     await hiking(h)
     h.fake.script_chat(ToolCalls.one("memory_query", {"query": "hiking"}), "Alps [M1].")
@@ -303,7 +301,8 @@ async def test_an_endpoint_that_handled_tools_and_now_rejects_them_is_an_error_u
     h.fake.script_chat(reply_json("You love hiking [M1]."))
     await h.say(f"{h.mention} and on holidays?")
     assert "Sorry" in h.sent()[-1].content
-    TOOL_SUPPORT.clear()
+    assert h.bot.chat is not None
+    h.bot.chat.tools = None  # what a restart knows
     h.fake.script_chat(reply_json("You love hiking [M1]."))
     await h.say(f"{h.mention} and at Easter?")
     assert h.sent()[-1].content == "You love hiking [M1]."

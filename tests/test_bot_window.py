@@ -13,7 +13,7 @@ import discord
 import pytest_asyncio
 from discord.ext.test import backend as dback
 
-from memory.conversation_window import estimate_tokens
+from memory.text import estimate_tokens
 from tests.fakeopenai import FakeOpenAI
 from tests.helpers import eventually
 from tests.test_bot import Harness, make_private, open_harness, reply_json

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from memory.conversation import assemble_prompt
 from memory.engine import Memory
+from memory.reply.conversation import assemble_prompt
 from memory.store.facts import add_history
 from memory.store.revisions import current_rev
 from tests.helpers import CHANNEL, GUILD

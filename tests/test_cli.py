@@ -13,7 +13,7 @@ from bot.cli import COMMANDS, _module, build_parser
 from bot.cli import main as cli_main
 from bot.commands._common import Progress, fmt_duration
 from bot.commands.doctor_discord import token_problem
-from memory.store import sqlite
+from memory.db.sqlite import driver as sqlite
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "bot" / "data" / "sample_guild.json"

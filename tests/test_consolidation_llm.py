@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 from memory.clock import iso
-from memory.consolidation_llm import PairChecker
 from memory.engine import Memory
+from memory.roles.consolidation.llm import PairChecker
 from memory.store.facts import upsert_fact
 from tests.conftest import FakeClock
 from tests.fakeopenai import FakeOpenAI, Fault

@@ -1,4 +1,4 @@
-"""``memory.conversation`` without Discord: the real engine, the real ``openai``
+"""``memory.reply.conversation`` without Discord: the real engine, the real ``openai``
 client and the fake OpenAI server, driven with plain ``ReplyRequest`` values.
 """
 
@@ -18,13 +18,13 @@ from memory import (
     ReplyResult,
     compose_reply,
 )
-from memory.conversation import render_fact, render_sections
-from memory.conversation_tools import parse_reply
-from memory.conversation_window import estimate_tokens
 from memory.errors import MalformedReply
 from memory.llm import ChatModel
-from memory.memory_query import render_results
 from memory.models import Hit, PromptSlice, ScoreParts
+from memory.reply.conversation import render_fact, render_sections
+from memory.reply.memory_query import render_results
+from memory.reply.tools import parse_reply
+from memory.text import estimate_tokens
 from tests.fakeopenai import FakeOpenAI, Fault
 from tests.helpers import ALICE, BOB, CHANNEL, GUILD, msg
 

@@ -1,4 +1,4 @@
-"""The short-term window of a reply (memory/conversation_window.py) on the real
+"""The short-term window of a reply (memory/reply/window.py) on the real
 engine, and how ``compose_reply`` puts it in the chat request (fake OpenAI server)."""
 
 from __future__ import annotations
@@ -8,13 +8,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memory import Memory, ReplyRequest, compose_reply, iso, record_bot_reply
-from memory.conversation_window import (
-    WindowQuery,
-    clamp_recent_messages,
-    estimate_tokens,
-    recent_window,
-)
 from memory.llm import ChatModel
+from memory.reply.window import WindowQuery, clamp_recent_messages, recent_window
+from memory.text import estimate_tokens
 from tests.fakeopenai import FakeOpenAI
 from tests.helpers import ALICE, BOB, CHANNEL, GUILD, msg
 

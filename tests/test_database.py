@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from memory.store import sqlite
-from memory.store.changes import Change, ExternalCommit, VectorsRemoved, record
-from memory.store.db import Database
+from memory.db.changes import Change, ExternalCommit, VectorsRemoved, record
+from memory.db.sqlite import driver as sqlite
+from memory.db.sqlite.database import SqliteDatabase
 
 
 def _put(con: Any, key: str, value: str = "v") -> None:
@@ -60,7 +60,7 @@ def _write_and_record(con: Any, n: int, fail: bool = False) -> None:
 
 
 async def test_changes_arrive_after_commit_and_never_after_rollback(tmp_path: Path) -> None:
-    db = Database(tmp_path / "x.sqlite3")
+    db = SqliteDatabase(tmp_path / "x.sqlite3")
     await db.open()
     rec = Recorder(db.path)
     unsubscribe = db.subscribe(rec)
@@ -85,7 +85,7 @@ async def test_changes_arrive_after_commit_and_never_after_rollback(tmp_path: Pa
 
 
 async def test_a_failing_subscriber_does_not_fail_the_committed_write(tmp_path: Path) -> None:
-    db = Database(tmp_path / "x.sqlite3")
+    db = SqliteDatabase(tmp_path / "x.sqlite3")
     await db.open()
 
     def broken(changes: Sequence[Change]) -> None:
@@ -106,8 +106,8 @@ async def test_another_connections_commit_is_noticed_but_not_our_own_work(tmp_pa
     path = tmp_path / "x.sqlite3"
     # Tiny checkpoint interval and WAL limit: our own passive checkpoints and
     # restarts run many times here, and must not look like someone else's commit.
-    ours = Database(path, checkpoint_every=1, wal_limit_bytes=16 * 1024)
-    theirs = Database(path)
+    ours = SqliteDatabase(path, checkpoint_every=1, wal_limit_bytes=16 * 1024)
+    theirs = SqliteDatabase(path)
     await ours.open()
     await theirs.open()
     got: list[Change] = []
@@ -140,7 +140,7 @@ async def test_sustained_writes_with_readers_always_busy_keep_the_wal_bounded(
     with a reader inside the WAL, so SQLite never starts it over by itself;
     without the restarting checkpoint it holds every page written (~20 MB here)."""
     limit = 512 * 1024
-    db = Database(tmp_path / "x.sqlite3", checkpoint_every=10, wal_limit_bytes=limit)
+    db = SqliteDatabase(tmp_path / "x.sqlite3", checkpoint_every=10, wal_limit_bytes=limit)
     await db.open()
     wal = Path(f"{db.path}-wal")
     stop = asyncio.Event()
@@ -178,7 +178,7 @@ async def test_exclusive_holding_reads_waits_for_them_and_empties_the_wal(tmp_pa
     completes — and an urgent write issued meanwhile runs after it."""
     import threading
 
-    db = Database(tmp_path / "x.sqlite3")
+    db = SqliteDatabase(tmp_path / "x.sqlite3")
     await db.open()
     wal = Path(f"{db.path}-wal")
     read_may_end = threading.Event()

@@ -12,13 +12,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory.db.sqlite import driver as sqlite
+from memory.db.sqlite.migrations import migrate
+from memory.decision import CurrentFact, decide, slot_of
 from memory.engine import Memory
-from memory.ingest.decision import CurrentFact, decide, slot_of
 from memory.models import Fact, IncomingMessage
-from memory.store import sqlite
 from memory.store.fact_decision import NewFact, apply_decision, current_facts
 from memory.store.fact_time import fact_sources
-from memory.store.migrations import migrate
 from tests.helpers import GUILD, msg
 
 ANA = "Ana"

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from memory.config import IngestConfig, MemoryConfig
-from memory.store import sqlite
-from memory.store.migrations import migrate
+from memory.db.sqlite import driver as sqlite
+from memory.db.sqlite.migrations import migrate
 from tests.helpers import GUILD, msg
 from tests.test_decision import facts_by_text, ingest
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from memory.config import IngestConfig
+from memory.decision import CurrentFact
 from memory.engine import Memory
 from memory.errors import DecisionError
-from memory.ingest.decision import CurrentFact
 from memory.ingest.llm_decision import (
     DecisionCandidate,
     LLMDecider,

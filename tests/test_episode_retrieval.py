@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory.conversation import render_sections
 from memory.engine import Memory
+from memory.reply.conversation import render_sections
 from tests.conftest import FakeClock
 from tests.helpers import ALICE, BOB, CHANNEL, GUILD
 from tests.test_decision import ingest

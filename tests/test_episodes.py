@@ -13,11 +13,11 @@ import pytest
 
 from memory.clock import iso
 from memory.engine import Memory
-from memory.episode_summary import count_sentences
 from memory.errors import InvalidInput
 from memory.extract.llm import LLMExtractor
 from memory.models import EPISODE_SUBJECT, Episode
-from memory.roles.episodes import stretches
+from memory.roles.episodes.role import stretches
+from memory.roles.episodes.summary import count_sentences
 from tests.conftest import FakeClock
 from tests.fakeopenai import FakeOpenAI, Fault
 from tests.helpers import ALICE, BOB, CHANNEL, GUILD, msg

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from memory.clock import iso
+from memory.db.sqlite import driver as sqlite
+from memory.db.sqlite.migrations import migrate
 from memory.retrieval.fact_lexicon import FactLexicon
 from memory.retrieval.fts_words import words
 from memory.retrieval.lexicons import LexiconConfig
 from memory.retrieval.query import fts_match_expression
 from memory.store import facts as store
-from memory.store import sqlite
-from memory.store.migrations import migrate
 from memory.store.search import fts_fact_ranks
 from tests.helpers import ALICE, BOB, GUILD, OTHER_GUILD, eventually, msg
 

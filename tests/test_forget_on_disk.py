@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory.store import sqlite
+from memory.db.sqlite import driver as sqlite
 from tests.helpers import ALICE, BOB, GUILD, inspect_db, msg, table_names
 
 CAROL = "666666666666666666"

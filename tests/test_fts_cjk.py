@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from memory.db.sqlite import driver as sqlite
+from memory.db.sqlite.migrations import applied, migrate
 from memory.retrieval.query import fts_match_expression
-from memory.store import sqlite
-from memory.store.migrations import applied, migrate
 from memory.text import fts_index_text
 from tests.helpers import ALICE, BOB, GUILD, fts_condition, fts_terms, msg
 

@@ -24,7 +24,7 @@ import pytest
 
 from bot.cli import main as cli_main
 from memory.clock import normalise_iso
-from memory.store import sqlite
+from memory.db.sqlite import driver as sqlite
 from tests.helpers import REAL_EXPORT
 
 ROOT = Path(__file__).resolve().parents[1]

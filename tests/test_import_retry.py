@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bot.cli import main as cli_main
-from memory.store import sqlite
+from memory.db.sqlite import driver as sqlite
 from tests.fakeopenai import server_process
 
 ROOT = Path(__file__).resolve().parents[1]

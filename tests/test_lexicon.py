@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from memory.db.sqlite import driver as sqlite
 from memory.retrieval.fts_words import parse_match, words
 from memory.retrieval.lexicon import GuildLexicon
 from memory.retrieval.lexicons import LexiconConfig
 from memory.retrieval.query import fts_match_expression
 from memory.retrieval.voice import first_person_share, statement_share
 from memory.store import messages as store_messages
-from memory.store import sqlite
 from memory.store.message_texts import guild_texts
 from tests.helpers import BOB, GUILD, OTHER_GUILD, eventually, msg
 
@@ -60,7 +60,7 @@ def test_scores_are_fts5_bm25_when_the_guild_is_the_whole_table(tmp_path: Any) -
     is FTS5's."""
     con = sqlite.connect(tmp_path / "t.sqlite3")
     try:
-        from memory.store.migrations import migrate
+        from memory.db.sqlite.migrations import migrate
 
         migrate(con)
         rng = random.Random(7)
@@ -230,7 +230,7 @@ def test_held_voice_readings_follow_their_rows(tmp_path: Any) -> None:
     renumbered by compaction are answered right (or not at all)."""
     con = sqlite.connect(tmp_path / "t.sqlite3")
     try:
-        from memory.store.migrations import migrate
+        from memory.db.sqlite.migrations import migrate
 
         migrate(con)
         said = [
@@ -277,7 +277,7 @@ def test_a_quiet_guild_does_not_scan_a_busy_ones_messages(tmp_path: Any) -> None
     last one: another guild's talk is scanned once, not at every search."""
     con = sqlite.connect(tmp_path / "t.sqlite3")
     try:
-        from memory.store.migrations import migrate
+        from memory.db.sqlite.migrations import migrate
 
         migrate(con)
         now = "2026-05-01T00:00:00Z"

@@ -13,9 +13,9 @@ from aiohttp.test_utils import TestServer
 from dashboard.app import DashboardConfig, create_app
 from dashboard.server import runner_options
 from memory import InvalidInput, Memory, parse_guild_setting
-from memory.memory_query import QueryScope, parse_arguments, run_query
 from memory.memory_types import TypeNotAllowed, memory_type_of
 from memory.models import Fact
+from memory.reply.memory_query import QueryScope, parse_arguments, run_query
 from memory.retrieval.filters import FactFilter
 from tests.helpers import ALICE, CHANNEL, GUILD, msg
 

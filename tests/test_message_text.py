@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
+from memory.db.sqlite import driver as sqlite
+from memory.db.sqlite.migrations import migrate
 from memory.models import StoredMessage
 from memory.retrieval.hits import parse_time
 from memory.retrieval.lexical import LexicalQuery
 from memory.retrieval.message_text import TextReadings
 from memory.retrieval.voice import first_person_share, statement_share
 from memory.store import messages as store_messages
-from memory.store import sqlite
-from memory.store.migrations import migrate
 from tests.helpers import GUILD, OTHER_GUILD, msg
 
 NOW = "2026-05-01T00:00:00Z"

@@ -15,7 +15,8 @@ import pytest
 from bench.migrate import searches
 from bot.cli import main as cli_main
 from memory.config import MemoryConfig
-from memory.store import postgres, sqlite
+from memory.db.postgres import driver as postgres
+from memory.db.sqlite import driver as sqlite
 from tests.helpers import REAL_EXPORT
 
 
@@ -161,7 +162,7 @@ def test_an_interrupted_copy_resumes_where_it_stopped(tmp_path: Path, pg_url: st
 def test_fts_totals_follow_every_insert_update_and_delete(pg_url: str) -> None:
     """``fts_stats`` adds up to the index's rows and tokens whichever connection
     wrote them (BM25's N and mean length), after deletes too."""
-    from memory.store.pg_migrations import migrate
+    from memory.db.postgres.migrations import migrate
 
     raw = postgres.connect_raw(pg_url)
     other = postgres.connect_raw(pg_url)

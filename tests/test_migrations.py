@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from memory.db.sqlite import driver as sqlite
+from memory.db.sqlite.migrations import MIGRATIONS, applied, migrate
 from memory.errors import MigrationError
-from memory.store import sqlite
-from memory.store.migrations import MIGRATIONS, applied, migrate
 from tests.helpers import GUILD, eventually
 
 

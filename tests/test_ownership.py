@@ -90,7 +90,7 @@ async def test_replay_takes_only_owned_guilds(
     assert shard0.queue.stats.replayed == 1
     assert await state(shard0, rows[1]) == "pending"
     # The retry loop and a manual replay of that process leave it alone too.
-    assert await shard0.inbox.replay() == 0
+    assert await shard0.replay.replay() == 0
     assert await state(shard0, rows[1]) == "pending"
 
     shard1 = await make_memory(

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from memory.store.changes import (
+from memory.db.changes import (
     ExternalCommit,
     FactsChanged,
     SettingsChanged,
     VectorsPut,
     VectorsRemoved,
 )
-from memory.store.pg_database import commit_note, external_commit
+from memory.db.postgres.database import commit_note, external_commit
 
 GUILD, OTHER = "111111111111111111", "222222222222222222"
 
@@ -77,7 +77,7 @@ async def test_a_setting_written_by_another_process_applies_here(
 async def test_urgent_writes_commit_in_groups_and_fail_alone(pg_url: str) -> None:
     """A burst of acknowledged writes: committed together, each with its own
     result; one that fails takes none of the others with it."""
-    from memory.store.pg_database import PgDatabase
+    from memory.db.postgres.database import PgDatabase
 
     db = PgDatabase(pg_url)
     await db.open()

@@ -271,7 +271,7 @@ def test_ranking_fewer_rows_gives_exactly_the_full_ranking(pg_conn: Any) -> None
     """``best_ranked`` ranks only the rows of the rarest phrases when that is
     provably enough: its answer must be the whole query's, row for row, for
     queries of rare words, common words and both, at several limits."""
-    from memory.store import postgres
+    from memory.db.postgres import driver as postgres
     from memory.store.fts import best_ranked, fts_query
 
     rng = random.Random(11)
@@ -340,7 +340,7 @@ def test_bm25_is_fts5s_own_for_words_said_once_or_often_and_for_prefixes(
     saying a word once, several times or not at all, of many lengths, for
     exact words (counted through ``ts_rank``) and prefixes (counted by
     expanding the row), alone and together."""
-    from memory.store import postgres
+    from memory.db.postgres import driver as postgres
     from memory.store.fts import fts_query
 
     rng = random.Random(5)
@@ -383,7 +383,7 @@ def test_the_pruning_bound_is_the_largest_part_a_row_gives_the_word(pg_conn: Any
     at most the bound ``bm25`` measured — the largest one over the table,
     not the ceiling k1 + 1 (which would stop it far later); a prefix keeps
     the ceiling."""
-    from memory.store import postgres
+    from memory.db.postgres import driver as postgres
     from memory.store.fts import K1, B, bm25
 
     texts = ["beta", "beta beta beta beta", "alpha the the the", "beta gamma delta", "the"]

@@ -7,8 +7,8 @@ import threading
 import time
 from typing import Any
 
-from memory.store import postgres
-from memory.store.pg_migrations import migrate
+from memory.db.postgres import driver as postgres
+from memory.db.postgres.migrations import migrate
 from memory.store.vectors import ensure_model
 
 MODEL = "local:test-model"

@@ -13,12 +13,12 @@ import numpy as np
 import psycopg
 import pytest
 
+from memory.db.postgres import migrations as pg_migrations
 from memory.errors import MigrationError
-from memory.store import pg_migrations
 from tests import pg
 
 _PG_TYPE = {"INTEGER": "bigint", "REAL": "double precision", "BLOB": "bytea", "TEXT": "text"}
-# PostgreSQL tables standing for SQLite virtual tables (see memory.store.pg_schema).
+# PostgreSQL tables standing for SQLite virtual tables (see memory.db.postgres.schema).
 _FOR_VIRTUAL = {"memory_facts_fts", "messages_fts"}
 # PostgreSQL's own: the totals FTS5 keeps inside its index (BM25's N and mean length).
 _PG_ONLY = {"fts_stats"}
@@ -342,7 +342,7 @@ def test_deleting_facts_and_messages_clears_their_side_rows_as_in_sqlite(
 
 
 def _store_con(pg_conn: Any) -> Any:
-    from memory.store import postgres
+    from memory.db.postgres import driver as postgres
 
     pg_conn.row_factory = postgres.row_factory
     return postgres.PgConnection(pg_conn, postgres.identity_columns(pg_conn))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memory.store import sqlite
+from memory.db.postgres.driver import translate
+from memory.db.sqlite import driver as sqlite
 from memory.store.fts import phrases
-from memory.store.postgres import translate
 
 
 def sql(statement: str) -> str:

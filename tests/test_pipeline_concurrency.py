@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from memory.config import IngestConfig
+from memory.db.sqlite.database import SqliteDatabase
 from memory.errors import StorageError
 from memory.extract.base import ExtractionItem
 from memory.extract.llm import LLMExtractor
 from memory.models import Candidate
 from memory.store import messages as store_messages
-from memory.store.db import Database
 from tests.fakeopenai import FakeOpenAI
 from tests.helpers import (
     ALICE,
@@ -215,7 +215,7 @@ async def test_insert_messages_group_semantics(make_memory: Any) -> None:
 
 
 async def test_fast_path_and_item_transactions(tmp_path: Any) -> None:
-    db = Database(tmp_path / "x.sqlite3")
+    db = SqliteDatabase(tmp_path / "x.sqlite3")
     await db.open()
     try:
 

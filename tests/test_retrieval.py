@@ -386,7 +386,7 @@ async def test_fts_operator_strings_never_raise(make_memory: Callable[..., Any])
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=200))
 def test_match_expression_is_always_valid_fts(text: str) -> None:
-    from memory.store import sqlite
+    from memory.db.sqlite import driver as sqlite
 
     con = sqlite.connect(":memory:")
     con.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='unicode61 remove_diacritics 2')")

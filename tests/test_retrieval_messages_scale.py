@@ -15,16 +15,17 @@ import numpy as np
 import pytest
 
 from memory.clock import iso
+from memory.db.sql import dialect_of
+from memory.db.sqlite import driver as sqlite
 from memory.embed.base import vector_to_blob
 from memory.models import IncomingMessage
 from memory.retrieval import messages as message_search
 from memory.retrieval.lexicons import LexiconConfig
 from memory.retrieval.query import fts_match_expression
-from memory.store import message_fts, sqlite
+from memory.store import message_fts
 from memory.store import messages as store_messages
 from memory.store import vectors as store_vectors
 from memory.store.fts import fts_query
-from memory.store.sql import dialect_of
 from tests.helpers import CHANNEL, GUILD, OTHER_GUILD, eventually, inspect_db
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bot.runtime import FAKE_READY_LINE
-from memory.store.sqlite import connect
+from memory.db.sqlite.driver import connect
 from tests.fakeopenai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -156,8 +156,8 @@ def test_purge_days_in_settings_are_validated(tmp_path: Path) -> None:
 
 
 def test_m015_dates_old_archives_and_keeps_archived_at_by_trigger(tmp_path: Path) -> None:
-    from memory.store import sqlite
-    from memory.store.migrations import migrate
+    from memory.db.sqlite import driver as sqlite
+    from memory.db.sqlite.migrations import migrate
 
     con = sqlite.connect(tmp_path / "a.db")
     migrate(con, upto="m013_decision")

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 from memory.clock import iso
+from memory.db.sqlite.database import SqliteDatabase
 from memory.embed.base import vector_to_blob
 from memory.retrieval.context import RetrievalTuning
 from memory.retrieval.retriever import Retriever
 from memory.retrieval.vector_index import VectorCacheConfig
 from memory.store import facts as store
 from memory.store import vectors as store_vectors
-from memory.store.db import Database
 from tests.helpers import ALICE, GUILD, eventually
 from tests.test_retrieval import insert_facts
 
@@ -131,7 +131,7 @@ async def test_another_connections_commit_reloads_the_matrix(
     tuning = RetrievalTuning(vector_cache=VectorCacheConfig(external_reload_s=0.0))
     eager = Retriever(mem.db, mem.embeddings, mem.config.retrieval, mem.clock, tuning=tuning)
     patient = Retriever(mem.db, mem.embeddings, mem.config.retrieval, mem.clock)
-    other = Database(mem.config.db_path)  # as another process would write the file
+    other = SqliteDatabase(mem.config.db_path)  # as another process would write the file
     await other.open()
     try:
         for r in (eager, patient):
@@ -159,8 +159,8 @@ async def test_another_connections_commit_reloads_the_matrix(
 async def test_another_processs_commit_on_postgresql_reloads_the_matrix(
     make_memory: Callable[..., Any],
 ) -> None:
-    from memory.store import postgres
-    from memory.store.pg_database import CHANNEL
+    from memory.db.postgres import driver as postgres
+    from memory.db.postgres.database import CHANNEL
 
     mem = await make_memory()
     dims = await _dims(mem)

@@ -75,7 +75,7 @@ async def _main(args: argparse.Namespace, settings: Any) -> int:
             return EXIT_INCOMPLETE if rows else 0
         before = _problems(await inbox.unfinished_counts(guilds))
         requeued = await inbox.retry_failed(args.guild)
-        queued = await inbox.retry_now()
+        queued = await memory.replay.retry_now()
         await memory.settle(timeout=24 * 3600)
         after = await inbox.unfinished_counts(guilds)
     left = _problems(after)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.clock import Clock, iso
+from memory.db.core import Database
 from memory.store import ops as store_ops
-from memory.store.db import Database
 from memory.throttle import Throttle
 
 log = logging.getLogger(__name__)

@@ -25,6 +25,7 @@ import numpy as np
 
 from memory.clock import Clock, iso
 from memory.config import EmbeddingConfig
+from memory.db.core import Database
 from memory.embed.activity import EmbeddingActivity, EmbeddingStats
 from memory.embed.base import (
     Embedder,
@@ -44,7 +45,6 @@ from memory.models import Fact
 from memory.store import facts as store_facts
 from memory.store import pending_vectors
 from memory.store import vectors as store_vectors
-from memory.store.db import Database
 from memory.store.relations import relate_written
 
 log = logging.getLogger(__name__)

@@ -11,16 +11,16 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from memory.config import IngestConfig
+from memory.db.core import Connection, Database
+from memory.decision import Decision, decide
 from memory.errors import DecisionError
 from memory.extract.base import Extractor
 from memory.extract.guards import FilterResult
 from memory.extract.llm import LLMExtractor
-from memory.ingest.decision import Decision, decide
 from memory.ingest.jobs import Job
 from memory.ingest.llm_decision import DecisionCandidate, LLMDecider, Proposal, prepare, resolve
 from memory.models import LORE_SUBJECT
 from memory.store import fact_decision
-from memory.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class WriteDecisions:
 
     def decide(
         self,
-        con: Any,
+        con: Connection,
         new: fact_decision.NewFact,
         name: str,
         planned: Planned | None,

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from memory.clock import iso, parse_iso
+from memory.db.core import Connection
 from memory.extract.guards import filter_candidates
 from memory.extract.sensitivity import KeywordClassifier, SensitivityClassifier, classify_text
 from memory.models import Candidate, IncomingMessage
@@ -76,7 +77,7 @@ class SensitiveGate:
         return BatchLabels(mode, dict(zip(accepted, cats, strict=True)))
 
     def route(
-        self, con: Any, batch: BatchLabels, cand: Candidate, msg: IncomingMessage, now: str
+        self, con: Connection, batch: BatchLabels, cand: Candidate, msg: IncomingMessage, now: str
     ) -> Route:
         """Where an accepted candidate goes; a queued one is in the queue now."""
         key = compact(cand.fact)
@@ -109,7 +110,7 @@ class SensitiveGate:
         return "queued"
 
     @staticmethod
-    def log(con: Any, msg: IncomingMessage, routes: Sequence[Route], now: str) -> None:
+    def log(con: Connection, msg: IncomingMessage, routes: Sequence[Route], now: str) -> None:
         """One content-free action-log row for a message's withheld facts."""
         queued, dropped = routes.count("queued"), routes.count("dropped")
         if not queued and not dropped:

@@ -17,7 +17,7 @@ What the model says is checked in code before anything is written:
   by an earlier message of the same batch) are compared by the offline rules.
 
 A candidate whose answer is missing or unusable is decided by the offline
-rules (``memory.ingest.decision``); a failed call (transport, status, timeout,
+rules (``memory.decision``); a failed call (transport, status, timeout,
 a reply that is not the asked-for JSON) raises ``DecisionError`` and the
 caller decides the whole batch offline.
 """
@@ -31,9 +31,7 @@ from typing import Any
 
 import openai
 
-from memory.errors import DecisionError
-from memory.extract.guards import normalise_fact, operator_text_refusal
-from memory.ingest.decision import (
+from memory.decision import (
     DECISION_KINDS,
     CurrentFact,
     Decision,
@@ -42,6 +40,8 @@ from memory.ingest.decision import (
     decide,
     slot_of,
 )
+from memory.errors import DecisionError
+from memory.extract.guards import normalise_fact, operator_text_refusal
 from memory.llm import chat_completion, parse_json_object
 
 log = logging.getLogger(__name__)

@@ -30,25 +30,25 @@ from typing import Any
 
 from memory.clock import Clock, iso, parse_iso
 from memory.config import IngestConfig
+from memory.db.core import Connection, Database
+from memory.decision import DECISION_KINDS, DecisionKind
 from memory.embed.service import EmbeddingService
 from memory.errors import ExtractionError
 from memory.extract.base import ExtractionItem, Extractor
 from memory.extract.guards import FilterResult, clean_message, filter_candidates
 from memory.guild_settings import GuildSettingsCache
 from memory.ingest.batch_decision import Planned, WriteDecisions
+from memory.ingest.budgets import BudgetKeeper
 from memory.ingest.consent_gate import BatchLabels, Route, SensitiveGate
-from memory.ingest.decision import DECISION_KINDS, DecisionKind
 from memory.ingest.jobs import Job, extraction_done, wait_written
 from memory.ingest.llm_decision import LLMDecider
 from memory.ingest.retry import RetryPolicy, quarantine
 from memory.ingest.stats import PipelineStats
 from memory.journal import EDITED, Journal
 from memory.models import Candidate, Fact
-from memory.roles.budgets import BudgetKeeper
 from memory.store import fact_decision
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
-from memory.store.db import Database
 from memory.store.lifecycle import current_content
 
 log = logging.getLogger(__name__)
@@ -348,7 +348,7 @@ class BatchProcessor:
         return found
 
     # -- steps 4, 5, 7: one short transaction per message --------------------------------
-    def _write_isolated(self, con: Any, p: _Prepared, now: str) -> tuple[str, list[Fact]]:
+    def _write_isolated(self, con: Connection, p: _Prepared, now: str) -> tuple[str, list[Fact]]:
         """The message's write, inside a savepoint: if its own data breaks it,
         only its part is rolled back and it is marked failed, alone."""
         m = p.job.msg
@@ -378,7 +378,7 @@ class BatchProcessor:
         )
         return quarantine(con, m.id, reason, now, journaled=p.journaled), []
 
-    def _write_one(self, con: Any, p: _Prepared, now: str) -> tuple[str, list[Fact]]:
+    def _write_one(self, con: Connection, p: _Prepared, now: str) -> tuple[str, list[Fact]]:
         m = p.job.msg
         if current_content(con, m.id) != m.content:
             # Deleted, or edited after this job read it (the edit queued it
@@ -472,7 +472,9 @@ class BatchProcessor:
         return "done", changed
 
     @staticmethod
-    def _log_decisions(con: Any, guild_id: str | None, tally: dict[str, int], now: str) -> None:
+    def _log_decisions(
+        con: Connection, guild_id: str | None, tally: dict[str, int], now: str
+    ) -> None:
         counts: dict[str, Any] = {kind: tally.get(kind, 0) for kind in DECISION_KINDS}
         store_ops.log_action(
             con,

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from memory.clock import iso, parse_iso
 from memory.config import IngestConfig
+from memory.db.core import Connection
 from memory.store import messages as store_messages
 
 
@@ -35,7 +35,7 @@ class RetryPolicy:
         return float(min(self.max_delay_s, self.base_s * 2 ** max(0, failures - 1)))
 
     def record(
-        self, con: Any, message_id: str, reason: str, now: str, *, journaled: bool = False
+        self, con: Connection, message_id: str, reason: str, now: str, *, journaled: bool = False
     ) -> str:
         """Record one failed attempt in the open transaction; the new state."""
         failures = store_messages.failed_attempts(con, message_id) + 1
@@ -51,7 +51,7 @@ class RetryPolicy:
         return state
 
 
-def quarantine(con: Any, message_id: str, reason: str, now: str, *, journaled: bool) -> str:
+def quarantine(con: Connection, message_id: str, reason: str, now: str, *, journaled: bool) -> str:
     """Mark a message that cannot be processed ``failed`` at once; the new state."""
     store_messages.record_failure(con, message_id, "failed", reason, now, None, journaled=journaled)
     return "failed"

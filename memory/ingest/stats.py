@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory.ingest.decision import DecisionKind
+from memory.decision import DecisionKind
 
 
 @dataclass

@@ -13,9 +13,8 @@ from dataclasses import replace
 
 from memory.clock import OutsideDiscordEra, normalise_iso
 from memory.errors import InvalidInput
-from memory.models import IncomingMessage
+from memory.models import ID_RE, IncomingMessage
 
-ID_RE = re.compile(r"^[0-9A-Za-z_:.\-]{1,64}$")
 SNOWFLAKE_RE = re.compile(r"^[0-9]{1,20}$")
 # C0/C1 controls except TAB and LF; DEL.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -43,14 +43,13 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from memory.db.core import Connection, Database
 from memory.retrieval.hits import seconds_between
 from memory.retrieval.lexical import STOP_WORDS
 from memory.retrieval.query import MemberNames, QueryPlan, find_names, fts_match_expression
 from memory.store import message_fts
 from memory.store import messages as store_messages
-from memory.store.db import Database
 from memory.store.search import adjacent_seqs
 
 _WORD = re.compile(r"[^\W\d_]+(?:['\u2019][sS])?", re.UNICODE)
@@ -194,7 +193,7 @@ def without_words(plan: QueryPlan, words: Iterable[str]) -> QueryPlan:
 
 
 def read_uses(
-    con: Any,
+    con: Connection,
     guild_id: str,
     word: str,
     limit: int,
@@ -299,7 +298,7 @@ class AddressedNames:
 
     def _read(
         self,
-        con: Any,
+        con: Connection,
         guild_id: str,
         words: Sequence[str],
         visible: frozenset[str] | None,

@@ -12,6 +12,8 @@ import numpy as np
 
 from memory.clock import Clock
 from memory.config import RetrievalConfig
+from memory.db.changes import VectorKind
+from memory.db.core import Database
 from memory.embed.service import EmbeddingService
 from memory.models import ScoreParts
 from memory.retrieval.addressed import (
@@ -37,8 +39,6 @@ from memory.retrieval.scoring import (
 )
 from memory.retrieval.vector_index import VectorCacheConfig
 from memory.retrieval.vector_search import Vectors, VectorSearch
-from memory.store.changes import VectorKind
-from memory.store.db import Database
 from memory.store.search import member_rows
 
 QueryVector = tuple[str, np.ndarray]  # (model, L2-normalised query vector)

@@ -48,15 +48,15 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from memory.db.changes import Change, FactsChanged, VectorsRemoved
+from memory.db.core import Connection
 from memory.retrieval.fts_words import parse_match, words
 from memory.retrieval.postings import Postings
 from memory.retrieval.rescan import RescanWindow
 from memory.store import fact_texts
-from memory.store.changes import Change, FactsChanged, VectorsRemoved
 from memory.store.fact_texts import FactText
 
 # Sorts after every time stamp: an unset ``valid_to`` (true still) and an
@@ -109,11 +109,11 @@ class FactLexicon:
             return self._docs.holds(word)
 
     # -- building -----------------------------------------------------------------------------
-    def stored(self, con: Any) -> int:
+    def stored(self, con: Connection) -> int:
         """How many facts the guild has in the database."""
         return fact_texts.guild_fact_count(con, self.guild_id)
 
-    def snapshot(self, con: Any) -> FactSnapshot:
+    def snapshot(self, con: Connection) -> FactSnapshot:
         """The guild's facts as ``fill`` takes them (run on a reader thread).
         The history id is read first: a change committed after it is read
         again by the first refresh."""
@@ -199,7 +199,7 @@ class FactLexicon:
                 return
             self._drop_locked(ids)
 
-    def refresh(self, con: Any) -> None:
+    def refresh(self, con: Connection) -> None:
         """Read what changed in the guild's facts since the last refresh (run
         on a reader thread)."""
         with self.lock:

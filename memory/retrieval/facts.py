@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Any
 
+from memory.db.core import Connection
 from memory.models import Fact, Hit, ScoreParts
 from memory.retrieval.context import Mode, QueryVector, SearchContext
 from memory.retrieval.fact_lexicon import FactLexicon
@@ -101,7 +101,7 @@ class FactSearch:
 
     def _gather(
         self,
-        con: Any,
+        con: Connection,
         guild_id: str,
         plan: QueryPlan,
         vs: VectorSearch | None,
@@ -131,7 +131,12 @@ class FactSearch:
         return out, missing
 
     def _subject_facts(
-        self, con: Any, guild_id: str, plan: QueryPlan, subjects: list[str], as_of: str | None
+        self,
+        con: Connection,
+        guild_id: str,
+        plan: QueryPlan,
+        subjects: list[str],
+        as_of: str | None,
     ) -> tuple[dict[int, Fact], dict[int, float]]:
         # A member has at most a few hundred active facts (archive limit):
         # score them all rather than hope they surface in a guild-wide KNN.
@@ -145,7 +150,7 @@ class FactSearch:
 
     def _guild_facts(
         self,
-        con: Any,
+        con: Connection,
         guild_id: str,
         plan: QueryPlan,
         vs: VectorSearch | None,

@@ -37,16 +37,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 
+from memory.db.changes import Change, VectorsRemoved
+from memory.db.core import Connection
 from memory.retrieval.fts_words import parse_match, words
 from memory.retrieval.held_voice import HeldVoice
 from memory.retrieval.postings import Postings
 from memory.retrieval.rescan import RescanWindow
 from memory.store import message_texts
-from memory.store.changes import Change, VectorsRemoved
 
 
 class GuildLexicon:
@@ -80,11 +80,11 @@ class GuildLexicon:
             return self._docs.holds(word)
 
     # -- building -----------------------------------------------------------------------------
-    def stored(self, con: Any) -> int:
+    def stored(self, con: Connection) -> int:
         """How many messages the guild has in the database."""
         return message_texts.guild_message_count(con, self.guild_id)
 
-    def snapshot(self, con: Any) -> message_texts.Texts:
+    def snapshot(self, con: Connection) -> message_texts.Texts:
         """The guild's messages as ``fill`` takes them (run on a reader thread)."""
         return message_texts.guild_texts(con, self.guild_id)
 
@@ -135,7 +135,7 @@ class GuildLexicon:
                 return
             self._remove_locked(seqs)
 
-    def refresh(self, con: Any) -> None:
+    def refresh(self, con: Connection) -> None:
         """Read what the guild stored since the last refresh (run on a reader thread)."""
         with self.lock:
             (low,) = self._window.start(con, (self._watermark,))

@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from memory.store.changes import Change, ExternalCommit
-from memory.store.db import Database
+from memory.db.changes import Change, ExternalCommit
+from memory.db.core import Connection, Database
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +58,10 @@ class Lexicon(Protocol):
     @property
     def nbytes(self) -> int: ...
 
-    def stored(self, con: Any) -> int:
+    def stored(self, con: Connection) -> int:
         """How many documents the guild has in the database."""
 
-    def snapshot(self, con: Any) -> Any:
+    def snapshot(self, con: Connection) -> Any:
         """What ``fill`` installs (read on a reader thread)."""
 
     def fill(self, snapshot: Any) -> None: ...

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from memory.db.core import Connection
 from memory.models import StoredMessage
 from memory.retrieval.hits import parse_time
 from memory.retrieval.lexical import LexicalQuery, compact_tokens
@@ -67,7 +68,7 @@ class TextReadings:
         elif self._guild != guild_id:  # one question searches one guild
             raise ValueError("TextReadings hold one guild's messages")
 
-    def rows(self, con: Any, guild_id: str, seqs: Sequence[int]) -> dict[int, StoredMessage]:
+    def rows(self, con: Connection, guild_id: str, seqs: Sequence[int]) -> dict[int, StoredMessage]:
         """The guild's messages among ``seqs`` (``messages_by_seq``): those one
         of this question's searches has read already, the others read now.
 
@@ -86,7 +87,7 @@ class TextReadings:
         return r
 
     def adjacent(
-        self, con: Any, guild_id: str, items: Sequence[tuple[int, StoredMessage]]
+        self, con: Connection, guild_id: str, items: Sequence[tuple[int, StoredMessage]]
     ) -> dict[int, tuple[int | None, int | None]]:
         """``adjacent_seqs`` of ``items``: those one of this question's
         searches has looked up already, the others looked up now."""

@@ -9,8 +9,8 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from memory.db.core import Connection
 from memory.models import Hit, ScoreParts, StoredMessage
 from memory.retrieval.bounded_order import best_first
 from memory.retrieval.context import Mode, QueryVector, SearchContext
@@ -88,7 +88,12 @@ def _merge_fts(parts: Sequence[Sequence[_FtsRow]], limit: int) -> list[_FtsRow]:
 
 
 def _lexicon_best(
-    con: Any, lex: GuildLexicon, guild_id: str, match: str, limit: int, readings: TextReadings
+    con: Connection,
+    lex: GuildLexicon,
+    guild_id: str,
+    match: str,
+    limit: int,
+    readings: TextReadings,
 ) -> list[_FtsRow]:
     """The guild's ``limit`` best BM25 matches from its lexicon, after reading
     what was stored since its last search; each joined to its row (a message
@@ -164,7 +169,7 @@ class MessageSearch:
 
     def _gather(
         self,
-        con: Any,
+        con: Connection,
         guild_id: str,
         plan: QueryPlan,
         vs: VectorSearch | None,
@@ -254,7 +259,9 @@ class MessageSearch:
         self._offers.offer(self.ctx.db.read, part)
         return split, part
 
-    def _fill_similarities(self, con: Any, cands: Sequence[_MsgCand], vs: VectorSearch) -> None:
+    def _fill_similarities(
+        self, con: Connection, cands: Sequence[_MsgCand], vs: VectorSearch
+    ) -> None:
         need = [c for c in cands if c.semantic is None]
         if not need:
             return
@@ -264,7 +271,7 @@ class MessageSearch:
 
     def _borrow_from_neighbours(
         self,
-        con: Any,
+        con: Connection,
         guild_id: str,
         cands: list[_MsgCand],
         by_seq: dict[int, _MsgCand],

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from memory.db.core import Connection
 from memory.models import Fact, Hit, ScoreParts
 from memory.retrieval.filters import FactFilter
 from memory.retrieval.hits import fact_hit
@@ -30,7 +31,7 @@ Links = Mapping[int, Sequence[tuple[int, float]]]
 
 
 def links_of(
-    con: Any, guild_id: str, fact_ids: Sequence[int]
+    con: Connection, guild_id: str, fact_ids: Sequence[int]
 ) -> dict[int, list[tuple[int, float]]]:
     """Each fact's edges to active facts (other id, strength), strongest first."""
     out: dict[int, list[tuple[int, float]]] = {}
@@ -55,7 +56,7 @@ def boost(
 
 
 def slice_related(
-    con: Any,
+    con: Connection,
     guild_id: str,
     seeds: Sequence[int],
     exclude: set[int],

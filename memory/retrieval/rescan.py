@@ -13,9 +13,9 @@ Not thread-safe: the owner holds its lock around ``start``.
 from __future__ import annotations
 
 import time
-from typing import Any
 
-from memory.store.sql import dialect_of
+from memory.db.core import Connection
+from memory.db.sql import dialect_of
 
 RESCAN_S = 10.0
 
@@ -26,7 +26,7 @@ class RescanWindow:
     def __init__(self) -> None:
         self._held: list[tuple[float, Marks]] = []  # (when, watermarks then), oldest first
 
-    def start(self, con: Any, marks: Marks) -> Marks:
+    def start(self, con: Connection, marks: Marks) -> Marks:
         """The watermarks a read on ``con`` starts at, given those held now."""
         if dialect_of(con) != "postgresql":
             return marks

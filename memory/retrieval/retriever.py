@@ -50,6 +50,7 @@ from typing import Any
 
 from memory.clock import Clock, iso
 from memory.config import RetrievalConfig
+from memory.db.core import Database
 from memory.embed.service import EmbeddingService
 from memory.models import EPISODE_SUBJECT, LORE_SUBJECT, Hit, PromptSlice, SearchScope
 from memory.retrieval.attribution import ATTRIBUTING, NAMED_COVER_WITHIN, NamedQuery
@@ -69,7 +70,6 @@ from memory.retrieval.scoring import (
     ScoringWeights,
 )
 from memory.retrieval.vector_index import VectorIndex
-from memory.store.db import Database
 from memory.text import tokens
 
 

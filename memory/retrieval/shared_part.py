@@ -8,6 +8,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from memory.db.core import Connection
+
 log = logging.getLogger(__name__)
 
 
@@ -38,7 +40,7 @@ class SharedPart:
             self._claimed = True
             return True
 
-    def _run(self, con: Any) -> None:
+    def _run(self, con: Connection) -> None:
         try:
             self._result = self._fn(con, *self._args)
         except BaseException as exc:  # handed to the thread that waits
@@ -46,12 +48,12 @@ class SharedPart:
         finally:
             self._done.set()
 
-    def offer(self, con: Any) -> None:
+    def offer(self, con: Connection) -> None:
         """Run it here unless another thread already has (a reader thread)."""
         if self._claim():
             self._run(con)
 
-    def result(self, con: Any) -> Any:
+    def result(self, con: Connection) -> Any:
         """The answer: computed here on ``con`` if nobody started it yet."""
         if self._claim():
             self._run(con)

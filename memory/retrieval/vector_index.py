@@ -41,8 +41,9 @@ from typing import Any
 
 import numpy as np
 
+from memory.db.changes import Change, ExternalCommit, VectorKind, VectorsPut, VectorsRemoved
+from memory.db.core import Connection
 from memory.store import vectors as store_vectors
-from memory.store.changes import Change, ExternalCommit, VectorKind, VectorsPut, VectorsRemoved
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +290,9 @@ class VectorIndex:
         with self._lock:
             return key not in self._mats and key not in self._too_big
 
-    def load(self, con: Any, kind: VectorKind, model: str, guild_id: str) -> GuildMatrix | None:
+    def load(
+        self, con: Connection, kind: VectorKind, model: str, guild_id: str
+    ) -> GuildMatrix | None:
         """Read one partition's vectors (run on a reader thread). Idempotent.
 
         The matrix is registered before the first SELECT opens the read

@@ -26,6 +26,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from memory.db.changes import VectorKind
+from memory.db.core import Connection, Database
 from memory.embed.base import (
     blob_to_vector,
     rescale_similarity,
@@ -34,8 +36,6 @@ from memory.embed.base import (
 )
 from memory.retrieval.vector_index import GuildMatrix, VectorCacheConfig, VectorIndex
 from memory.store import vectors as store_vectors
-from memory.store.changes import VectorKind
-from memory.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +47,16 @@ KINDS: tuple[VectorKind, ...] = ("facts", "messages")
 class VectorSearch(Protocol):
     """The vectors of one (kind, model, guild) searched with one query vector."""
 
-    def nearest(self, con: Any, k: int) -> Neighbours:
+    def nearest(self, con: Connection, k: int) -> Neighbours:
         """The ``k`` most similar ids."""
         ...
 
-    def start_nearest(self, con: Any, k: int) -> Future[Neighbours]:
+    def start_nearest(self, con: Connection, k: int) -> Future[Neighbours]:
         """``nearest``, maybe running on a helper thread while the caller runs
         SQL on ``con``; the caller takes ``result()`` before ``con`` is used up."""
         ...
 
-    def similarities(self, con: Any, ids: Sequence[int]) -> dict[int, float]:
+    def similarities(self, con: Connection, ids: Sequence[int]) -> dict[int, float]:
         """The similarity of every id in ``ids`` that has a vector (ids without
         one are left out: they need embedding)."""
         ...
@@ -83,10 +83,10 @@ class RescaledSearch:
     def _scale(self, found: Neighbours) -> Neighbours:
         return [(i, rescale_similarity(s, self.floor)) for i, s in found]
 
-    def nearest(self, con: Any, k: int) -> Neighbours:
+    def nearest(self, con: Connection, k: int) -> Neighbours:
         return self._scale(self.inner.nearest(con, k))
 
-    def start_nearest(self, con: Any, k: int) -> Future[Neighbours]:
+    def start_nearest(self, con: Connection, k: int) -> Future[Neighbours]:
         inner = self.inner.start_nearest(con, k)
         out: Future[Neighbours] = Future()
 
@@ -99,7 +99,7 @@ class RescaledSearch:
         inner.add_done_callback(done)
         return out
 
-    def similarities(self, con: Any, ids: Sequence[int]) -> dict[int, float]:
+    def similarities(self, con: Connection, ids: Sequence[int]) -> dict[int, float]:
         found = self.inner.similarities(con, ids)
         return {i: rescale_similarity(s, self.floor) for i, s in found.items()}
 
@@ -125,7 +125,7 @@ def _done(fn: Callable[[], T]) -> Future[T]:
 
 
 def _stored_similarities(
-    con: Any, kind: VectorKind, model: str, query: np.ndarray, ids: Sequence[int]
+    con: Connection, kind: VectorKind, model: str, query: np.ndarray, ids: Sequence[int]
 ) -> dict[int, float]:
     stored = store_vectors.stored_vectors(con, kind, model, ids)
     return {i: float(np.dot(blob_to_vector(blob), query)) for i, blob in stored.items()}
@@ -141,15 +141,15 @@ class Vec0Search:
         self.guild_id = guild_id
         self.query = query
 
-    def nearest(self, con: Any, k: int) -> Neighbours:
+    def nearest(self, con: Connection, k: int) -> Neighbours:
         blob = vector_to_blob(self.query)
         found = store_vectors.knn(con, self.kind, self.model, self.guild_id, blob, k)
         return [(i, 1.0 - distance) for i, distance in found]
 
-    def start_nearest(self, con: Any, k: int) -> Future[Neighbours]:
+    def start_nearest(self, con: Connection, k: int) -> Future[Neighbours]:
         return _done(lambda: self.nearest(con, k))  # one connection: nothing to overlap
 
-    def similarities(self, con: Any, ids: Sequence[int]) -> dict[int, float]:
+    def similarities(self, con: Connection, ids: Sequence[int]) -> dict[int, float]:
         return _stored_similarities(con, self.kind, self.model, self.query, ids)
 
     def split_id(self, min_rows: int) -> int | None:
@@ -177,18 +177,18 @@ class MatrixSearch:
         self._overlap_min_rows = overlap_min_rows
         self._compact = compact_dead_fraction
 
-    def nearest(self, con: Any, k: int) -> Neighbours:
+    def nearest(self, con: Connection, k: int) -> Neighbours:
         self.matrix.compact_if_needed(self._compact)
         return self.matrix.top_k(self.query, k)
 
-    def start_nearest(self, con: Any, k: int) -> Future[Neighbours]:
+    def start_nearest(self, con: Connection, k: int) -> Future[Neighbours]:
         self.matrix.compact_if_needed(self._compact)
         if self.matrix.rows < self._overlap_min_rows:
             # A small product takes well under a millisecond: not worth a thread hop.
             return _done(lambda: self.matrix.top_k(self.query, k))
         return self._submit(self.matrix.top_k, self.query, k)
 
-    def similarities(self, con: Any, ids: Sequence[int]) -> dict[int, float]:
+    def similarities(self, con: Connection, ids: Sequence[int]) -> dict[int, float]:
         sims = self.matrix.similarities(self.query, ids)
         rest = [i for i in ids if i not in sims]
         if rest:

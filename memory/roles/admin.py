@@ -11,6 +11,7 @@ from typing import Any
 
 from memory.clock import Clock, iso
 from memory.config import MemoryConfig
+from memory.db.core import Database
 from memory.embed.service import EmbeddingService
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
@@ -18,7 +19,6 @@ from memory.models import ActionLogEntry
 from memory.roles.guilds import GuildOps
 from memory.snapshot import SnapshotRefresher
 from memory.store import ops as store_ops
-from memory.store.db import Database
 
 LOG_LIMIT_MAX = 500
 

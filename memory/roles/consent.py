@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from memory.clock import Clock, iso
 from memory.config import IngestConfig
+from memory.db.core import Connection, Database
+from memory.decision import decide
 from memory.embed.service import EmbeddingService
+from memory.ingest.budgets import archive_over_budget
 from memory.ingest.consent_gate import ConsentStats
-from memory.ingest.decision import decide
 from memory.models import Fact, PendingFact
-from memory.roles.budgets import archive_over_budget
 from memory.snapshot import SnapshotRefresher
 from memory.store import consent as store_consent
 from memory.store import fact_decision
-from memory.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ class ConsentOps:
         now = iso(self._clock())
         actor = f"user:{user_id}"
 
-        def work(con: Any) -> Fact | None:
+        def work(con: Connection) -> Fact | None:
             item = store_consent.get_pending(con, guild_id, user_id, item_id)
             if item is None or item.expires_at <= now:
                 return None
@@ -98,7 +97,7 @@ class ConsentOps:
         now = iso(self._clock())
         actor = f"user:{user_id}"
 
-        def work(con: Any) -> bool:
+        def work(con: Connection) -> bool:
             item = store_consent.get_pending(con, guild_id, user_id, item_id)
             if item is None:
                 return False
@@ -123,7 +122,7 @@ class ConsentOps:
         return total
 
     async def _expire_guild(self, guild_id: str, now: str) -> int:
-        def work(con: Any) -> int:
+        def work(con: Connection) -> int:
             items = store_consent.expired(con, now, guild_id=guild_id)
             for item in items:
                 store_consent.record_decision(con, item, "expire", "system", now)

@@ -3,16 +3,14 @@ the ``/memory`` commands)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from memory.clock import Clock, iso
+from memory.db.core import Connection, Database
 from memory.embed.service import EmbeddingService
 from memory.errors import InvalidInput
 from memory.extract.guards import normalise_fact, normalise_type, operator_text_refusal
 from memory.models import Fact, HistoryEntry
 from memory.snapshot import SnapshotRefresher
 from memory.store import facts as store
-from memory.store.db import Database
 from memory.store.fact_decision import supersede_by_edit
 from memory.store.fact_time import FactSource, fact_sources
 from memory.store.relations import related_facts
@@ -98,9 +96,9 @@ class FactOps:
                 raise InvalidInput(refusal)
         new_type = normalise_type(fact_type) if fact_type is not None else None
         now = iso(self._clock())
-        from memory.store.sqlite import IntegrityError
+        from memory.db.sqlite.driver import IntegrityError
 
-        def work(con: Any) -> Fact | None:
+        def work(con: Connection) -> Fact | None:
             before = store.get_fact(con, guild_id, fact_id)
             edited = store.edit_fact(
                 con, guild_id, fact_id, text=new_text, fact_type=new_type, actor=actor, now=now

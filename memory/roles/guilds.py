@@ -8,11 +8,11 @@ import logging
 from typing import Any
 
 from memory.clock import Clock, iso
+from memory.db.core import Connection, Database
 from memory.embed.service import GUILD_MODEL_KEY, EmbeddingService
 from memory.guild_settings import GuildSettings, GuildSettingsCache, parse_guild_setting
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
-from memory.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class GuildOps:
         """Record display names (guild, channels, members) for pages and the snapshot."""
         now = iso(self._clock())
 
-        def work(con: Any) -> None:
+        def work(con: Connection) -> None:
             store_messages.set_guild_name(con, guild_id, guild_name, now)
             for cid, name in (channels or {}).items():
                 store_messages.set_channel_name(con, guild_id, cid, name, now)
@@ -94,7 +94,7 @@ class GuildOps:
         await self.check_settings({key: value})
         now = iso(self._clock())
 
-        def work(con: Any) -> None:
+        def work(con: Connection) -> None:
             store_ops.set_guild_setting(con, guild_id, key, value, now)
             store_ops.log_action(
                 con,

@@ -29,13 +29,13 @@ from zoneinfo import ZoneInfo
 
 from memory.clock import Clock, iso, parse_iso
 from memory.config import MemoryConfig
+from memory.db.core import Connection, Database
+from memory.db.url import is_postgres_url
 from memory.errors import InvalidInput
 from memory.extract.guards import clean_message
 from memory.journal import EDITED, Journal, JournalDay, JournalEntry, format_line, parse_line
 from memory.snapshot import RecentJournal
 from memory.store import journal_days as store
-from memory.store.backend import is_postgres_url
-from memory.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class JournalViews:
             return await asyncio.to_thread(self._journal.days)
         return await self._db.read(self._days)
 
-    def _days(self, con: object) -> list[JournalDay]:
+    def _days(self, con: Connection) -> list[JournalDay]:
         out: list[JournalDay] = []
         when = store.first_at_or_after(con, "")
         # One index seek per day rather than a scan of every message.

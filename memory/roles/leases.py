@@ -15,9 +15,9 @@ import logging
 from datetime import timedelta
 
 from memory.clock import Clock, iso
+from memory.db.core import Database
 from memory.errors import InvalidInput
 from memory.store import leases as store
-from memory.store.db import Database
 from memory.store.leases import Lease, process_holder
 
 log = logging.getLogger(__name__)

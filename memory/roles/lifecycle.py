@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from memory.clock import Clock, iso
 from memory.config import IngestConfig
+from memory.db.core import Connection, Database
 from memory.extract.guards import clean_message, is_grounded
 from memory.ingest.queue import IngestQueue
 from memory.journal import DELETED, EDITED, Journal
@@ -35,7 +36,6 @@ from memory.store import lifecycle as store_lifecycle
 from memory.store import lifecycle_events as store_events
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
-from memory.store.db import Database
 from memory.store.erase import ErasureCompactor
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ class MessageLifecycle:
         ids not stored, if any)."""
         now = iso(self._clock())
 
-        def work(con: object) -> store_lifecycle.DeleteCounts:
+        def work(con: Connection) -> store_lifecycle.DeleteCounts:
             counts = store_lifecycle.delete_messages(con, guild_id, ids, ACTOR, now)
             if counts.messages:
                 store_ops.log_action(
@@ -303,7 +303,7 @@ class MessageLifecycle:
         queue may hold it)."""
         now = iso(self._clock())
 
-        def work(con: object) -> tuple[store_lifecycle.StoredEdit | None, StoredMessage | None]:
+        def work(con: Connection) -> tuple[store_lifecycle.StoredEdit | None, StoredMessage | None]:
             edit = store_lifecycle.edit_message(
                 con, guild_id, message_id, text, ACTOR, now, is_grounded
             )

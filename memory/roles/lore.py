@@ -10,6 +10,7 @@ from typing import Any
 
 from memory.clock import Clock, iso
 from memory.config import IngestConfig
+from memory.db.core import Connection, Database
 from memory.embed.service import EmbeddingService
 from memory.extract.base import Extractor
 from memory.extract.guards import normalise_lore_line
@@ -17,7 +18,6 @@ from memory.ingest.pipeline import BatchProcessor
 from memory.models import LORE_SUBJECT, Remembered
 from memory.snapshot import SnapshotRefresher
 from memory.store import ops as store_ops
-from memory.store.db import Database
 from memory.store.fact_decision import NewFact, apply_decision
 
 # Lore a member or the model states is believed a little less than an
@@ -76,7 +76,7 @@ class LoreOps:
         decisions = self._pipeline.decisions
         planned = await decisions.plan_one(guild_id, new.fact, now, self._extractor, actions)
 
-        def work(con: Any) -> Remembered:
+        def work(con: Connection) -> Remembered:
             for a in actions:
                 store_ops.log_action(
                     con, a["kind"], a["message"], now, guild_id=guild_id, detail=a["detail"]

@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memory.clock import Clock, iso
+from memory.db.core import Database
 from memory.errors import InvalidInput
 from memory.models import Fact, StoredMessage
 from memory.roles.facts import FactOps
 from memory.store import members as store_members
-from memory.store.db import Database
 from memory.store.erase import ErasureCompactor
 
 FACTS_MAX = 2000  # facts about one member an answer or an export holds

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from memory.clock import Clock, iso
+from memory.db.core import Connection, Database
 from memory.embed.service import EmbeddingService
 from memory.extract.guards import normalise_fact, operator_text_refusal
 from memory.guild_settings import GuildSettingsCache
 from memory.models import Fact
 from memory.snapshot import SnapshotRefresher
 from memory.store import pins as store_pins
-from memory.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +83,7 @@ class PinOps:
             return None
         now = iso(self._clock())
 
-        def work(con: Any) -> tuple[Fact, bool]:
+        def work(con: Connection) -> tuple[Fact, bool]:
             return store_pins.pin(
                 con,
                 guild_id=guild_id,

@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memory.clock import Clock, iso
+from memory.db.core import Database
 from memory.errors import InvalidInput
-from memory.ingest.validate import ID_RE
-from memory.models import Procedure
+from memory.models import ID_RE, Procedure
 from memory.store import procedures as store
-from memory.store.db import Database
 
 MAX_PER_SCOPE = 10
 MAX_CHARS = 300

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from memory.clock import Clock, iso
+from memory.db.core import Connection, Database
 from memory.embed.service import EmbeddingService
 from memory.guild_settings import GuildSettingsCache, retention_days
 from memory.ingest.queue import IngestQueue
@@ -28,7 +29,6 @@ from memory.snapshot import SnapshotRefresher
 from memory.store import lifecycle_events as store_events
 from memory.store import ops as store_ops
 from memory.store import retention as store_retention
-from memory.store.db import Database
 from memory.store.erase import ErasureCompactor
 from memory.store.retention import RetentionTimer
 
@@ -126,7 +126,7 @@ class Retention:
         stamp = iso(now)
         who = f"member {user_id}" if user_id else "the guild"
 
-        def work(con: object) -> None:
+        def work(con: Connection) -> None:
             store_retention.set_timer(con, guild_id, user_id, action, timer.due_at, stamp)
             store_ops.log_action(
                 con,
@@ -148,7 +148,7 @@ class Retention:
             return False
         stamp = iso(self._clock())
 
-        def work(con: object) -> bool:
+        def work(con: Connection) -> bool:
             gone = store_retention.cancel_timer(con, guild_id, user_id)
             if gone is not None:
                 who = f"member {user_id}" if user_id else "the guild"
@@ -217,7 +217,7 @@ class Retention:
         now = iso(self._clock())
         await self._db.write(store_events.owe_compaction, now)
 
-        def work(con: object) -> dict[str, int]:
+        def work(con: Connection) -> dict[str, int]:
             rows = store_retention.purge_guild(con, guild_id)
             store_ops.log_action(
                 con,

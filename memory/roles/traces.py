@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.clock import Clock, iso
+from memory.db.core import Connection, Database
 from memory.memory_types import memory_type_of
 from memory.models import Fact, Hit, Trace
 from memory.store import ops as store_ops
 from memory.store import reply_context as store_context
-from memory.store.db import Database
 
 
 class TraceOps:
@@ -70,7 +70,7 @@ class TraceOps:
             return 0
         now = iso(self._clock())
 
-        def work(con: Any) -> int:
+        def work(con: Connection) -> int:
             fact_ids = [int(r["fact_id"]) for r in rows if r["fact_id"] is not None]
             message_ids = [h.id for h in retrieved if h.kind == "message"]
             facts, messages = store_ops.trace_sources(con, guild_id, fact_ids, message_ids)

@@ -20,17 +20,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from memory.clock import Clock, iso
+from memory.db.core import Connection, Database
 from memory.guild_settings import resolve
+from memory.ingest.budgets import BudgetKeeper, CompactionStats, budget_of
 from memory.ingest.pipeline import BatchProcessor
 from memory.models import Fact
-from memory.roles.budgets import BudgetKeeper, CompactionStats, budget_of
 from memory.snapshot import SnapshotRefresher
 from memory.store import budgets as store_budgets
 from memory.store import ops as store_ops
-from memory.store.db import Database
 from memory.store.erase import ErasureCompactor
 from memory.store.facts import get_fact
 
@@ -103,7 +102,7 @@ class MemoryUpkeep:
         now = iso(self._clock())
         actor = f"user:{user_id}"
 
-        def work(con: Any) -> bool:
+        def work(con: Connection) -> bool:
             fact = get_fact(con, guild_id, fact_id)
             if fact is None or fact.subject != user_id:
                 return False
@@ -145,7 +144,7 @@ class MemoryUpkeep:
         now_dt = self._clock()
         now = iso(now_dt)
 
-        def work(con: Any) -> int:
+        def work(con: Connection) -> int:
             settings = resolve(store_ops.get_guild_settings(con, guild_id))
             n = 0
             for fact_type, key in TTL_KEYS.items():
@@ -182,7 +181,7 @@ class MemoryUpkeep:
         now_dt = self._clock()
         now = iso(now_dt)
 
-        def work(con: Any) -> int:
+        def work(con: Connection) -> int:
             days = resolve(store_ops.get_guild_settings(con, guild_id)).number("purge_after_days")
             if days <= 0:
                 return 0
@@ -215,7 +214,7 @@ class MemoryUpkeep:
         messages stay) for good, then rewrite the file. Returns the count."""
         now = iso(self._clock())
 
-        def work(con: Any) -> int:
+        def work(con: Connection) -> int:
             ids = store_budgets.fact_ids_of(con, guild_id, user_id)
             who = "the guild" if user_id is None else f"member {user_id}"
             n = store_budgets.hard_delete(con, guild_id, ids, actor, now, f"admin purge of {who}")
@@ -240,7 +239,7 @@ class MemoryUpkeep:
     # -- usage ------------------------------------------------------------------------
 
     async def usage(self, guild_id: str) -> GuildUsage:
-        def work(con: Any) -> GuildUsage:
+        def work(con: Connection) -> GuildUsage:
             settings = resolve(store_ops.get_guild_settings(con, guild_id))
             scopes = [
                 ScopeBudget(u.kind, u.key, u.used, budget_of(settings, u.kind, self._cfg))

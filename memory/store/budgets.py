@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from memory.db.core import Connection
+from memory.db.sql import prefixed
 from memory.models import LORE_SUBJECT, Fact
 from memory.store.facts import FACT_COLUMNS, add_history, delete_fact, get_fact, row_to_fact
 from memory.store.pins import CANON_TYPE
-from memory.store.sql import prefixed
 from memory.store.vectors import delete_fact_vectors_index
 
 ScopeKind = Literal["member", "lore", "episodes", "guild"]
@@ -73,7 +74,7 @@ def _where(scope: Scope, alias: str = "f") -> tuple[str, list[Any]]:
     return " AND ".join(parts), args
 
 
-def count(con: Any, scope: Scope) -> int:
+def count(con: Connection, scope: Scope) -> int:
     """The facts of a scope that count against its budget."""
     where, args = _where(scope)
     return int(
@@ -88,7 +89,7 @@ _VALUE_ORDER = (
 )
 
 
-def lowest_value(con: Any, scope: Scope, limit: int) -> list[Fact]:
+def lowest_value(con: Connection, scope: Scope, limit: int) -> list[Fact]:
     """The scope's ``limit`` lowest-value facts, lowest first."""
     where, args = _where(scope)
     rows = con.execute(
@@ -99,7 +100,7 @@ def lowest_value(con: Any, scope: Scope, limit: int) -> list[Fact]:
     return [row_to_fact(r) for r in rows]
 
 
-def newest(con: Any, scope: Scope) -> Fact | None:
+def newest(con: Connection, scope: Scope) -> Fact | None:
     """The scope's most recently written fact (the write that passed the budget)."""
     where, args = _where(scope)
     row = con.execute(
@@ -110,7 +111,7 @@ def newest(con: Any, scope: Scope) -> Fact | None:
     return row_to_fact(row) if row else None
 
 
-def counts_in_scope(con: Any, scope: Scope, fact_id: int) -> bool:
+def counts_in_scope(con: Connection, scope: Scope, fact_id: int) -> bool:
     where, args = _where(scope)
     row = con.execute(
         f"SELECT 1 FROM memory_facts f WHERE {where} AND f.id = ?", [*args, fact_id]
@@ -119,7 +120,7 @@ def counts_in_scope(con: Any, scope: Scope, fact_id: int) -> bool:
 
 
 def archive(
-    con: Any, fact: Fact, *, now: str, actor: str, reason: str, event: str = "archive"
+    con: Connection, fact: Fact, *, now: str, actor: str, reason: str, event: str = "archive"
 ) -> None:
     """Leave the active set (kept, restorable until the purge), with history."""
     con.execute(
@@ -141,7 +142,9 @@ def archive(
     )
 
 
-def archive_lowest(con: Any, scope: Scope, budget: int, *, now: str, reason: str) -> list[int]:
+def archive_lowest(
+    con: Connection, scope: Scope, budget: int, *, now: str, reason: str
+) -> list[int]:
     """Archive the lowest-value facts until the scope is at ``budget``."""
     excess = count(con, scope) - budget
     if excess <= 0:
@@ -152,7 +155,9 @@ def archive_lowest(con: Any, scope: Scope, budget: int, *, now: str, reason: str
     return [f.id for f in gone]
 
 
-def merge_into(con: Any, target: Fact, text: str, merged: Fact, *, now: str, reason: str) -> None:
+def merge_into(
+    con: Connection, target: Fact, text: str, merged: Fact, *, now: str, reason: str
+) -> None:
     """Compaction's edit: ``target`` takes the merged text and ``merged`` is
     archived into it. Raises IntegrityError when the text duplicates another
     fact of the subject."""
@@ -188,7 +193,7 @@ def merge_into(con: Any, target: Fact, text: str, merged: Fact, *, now: str, rea
 # -- pins -----------------------------------------------------------------------
 
 
-def pin(con: Any, guild_id: str, fact_id: int, actor: str, now: str) -> Fact | None:
+def pin(con: Connection, guild_id: str, fact_id: int, actor: str, now: str) -> Fact | None:
     fact = get_fact(con, guild_id, fact_id)
     if fact is None:
         return None
@@ -202,7 +207,7 @@ def pin(con: Any, guild_id: str, fact_id: int, actor: str, now: str) -> Fact | N
     return fact
 
 
-def unpin(con: Any, guild_id: str, fact_id: int, actor: str, now: str) -> bool:
+def unpin(con: Connection, guild_id: str, fact_id: int, actor: str, now: str) -> bool:
     fact = get_fact(con, guild_id, fact_id)
     if fact is None:
         return False
@@ -214,13 +219,13 @@ def unpin(con: Any, guild_id: str, fact_id: int, actor: str, now: str) -> bool:
     return bool(cur.rowcount)
 
 
-def pinned_ids(con: Any, guild_id: str, fact_ids: Sequence[int] | None = None) -> set[int]:
+def pinned_ids(con: Connection, guild_id: str, fact_ids: Sequence[int] | None = None) -> set[int]:
     rows = con.execute("SELECT fact_id FROM memory_pins WHERE guild_id = ?", (guild_id,))
     found = {int(r[0]) for r in rows}
     return found if fact_ids is None else found & set(fact_ids)
 
 
-def pinned_facts(con: Any, guild_id: str, limit: int = 200) -> list[Fact]:
+def pinned_facts(con: Connection, guild_id: str, limit: int = 200) -> list[Fact]:
     rows = con.execute(
         f"SELECT {prefixed(FACT_COLUMNS, 'f')} FROM memory_pins p JOIN memory_facts f "
         "ON f.id = p.fact_id WHERE p.guild_id = ? ORDER BY p.pinned_at DESC LIMIT ?",
@@ -232,7 +237,7 @@ def pinned_facts(con: Any, guild_id: str, limit: int = 200) -> list[Fact]:
 # -- expiry and purge -----------------------------------------------------------
 
 
-def expired(con: Any, guild_id: str, fact_type: str, before: str, limit: int) -> list[Fact]:
+def expired(con: Connection, guild_id: str, fact_type: str, before: str, limit: int) -> list[Fact]:
     """Active, unpinned facts of a type neither observed nor touched (an edit,
     a restore) since ``before``."""
     rows = con.execute(
@@ -246,7 +251,7 @@ def expired(con: Any, guild_id: str, fact_type: str, before: str, limit: int) ->
     return [row_to_fact(r) for r in rows]
 
 
-def purgeable(con: Any, guild_id: str, before: str, limit: int) -> list[int]:
+def purgeable(con: Connection, guild_id: str, before: str, limit: int) -> list[int]:
     """Archived, unpinned facts archived before ``before``."""
     rows = con.execute(
         "SELECT f.id FROM memory_facts f WHERE f.guild_id = ? AND f.is_active = 0 "
@@ -259,7 +264,7 @@ def purgeable(con: Any, guild_id: str, before: str, limit: int) -> list[int]:
 
 
 def hard_delete(
-    con: Any, guild_id: str, fact_ids: Sequence[int], actor: str, now: str, reason: str
+    con: Connection, guild_id: str, fact_ids: Sequence[int], actor: str, now: str, reason: str
 ) -> int:
     """Delete facts for good; each leaves a content-free ``purge`` history row."""
     n = 0
@@ -268,7 +273,7 @@ def hard_delete(
     return n
 
 
-def fact_ids_of(con: Any, guild_id: str, subject: str | None) -> list[int]:
+def fact_ids_of(con: Connection, guild_id: str, subject: str | None) -> list[int]:
     """Every fact (active or not) of a guild, or of one subject in it."""
     if subject is None:
         rows = con.execute("SELECT id FROM memory_facts WHERE guild_id = ?", (guild_id,))
@@ -279,7 +284,7 @@ def fact_ids_of(con: Any, guild_id: str, subject: str | None) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def guild_ids(con: Any) -> list[str]:
+def guild_ids(con: Connection) -> list[str]:
     return [str(r[0]) for r in con.execute("SELECT DISTINCT guild_id FROM memory_facts")]
 
 
@@ -293,7 +298,7 @@ class ScopeUsage:
     used: int
 
 
-def usage(con: Any, guild_id: str) -> list[ScopeUsage]:
+def usage(con: Connection, guild_id: str) -> list[ScopeUsage]:
     """Counted facts per scope of a guild: lore, the guild, each member and channel."""
     where, args = _where(Scope(guild_id, "guild"))
     rows = con.execute(
@@ -309,14 +314,14 @@ def usage(con: Any, guild_id: str) -> list[ScopeUsage]:
     return out
 
 
-def archived_count(con: Any, guild_id: str) -> int:
+def archived_count(con: Connection, guild_id: str) -> int:
     row = con.execute(
         "SELECT count(*) FROM memory_facts WHERE guild_id = ? AND is_active = 0", (guild_id,)
     ).fetchone()
     return int(row[0])
 
 
-def history_count(con: Any, guild_id: str, event: str) -> int:
+def history_count(con: Connection, guild_id: str, event: str) -> int:
     row = con.execute(
         "SELECT count(*) FROM fact_history WHERE guild_id = ? AND event = ?", (guild_id, event)
     ).fetchone()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from memory.db.core import Connection
 from memory.models import PendingFact
 from memory.store.facts import add_history
 from memory.store.ops import log_action
@@ -42,7 +43,7 @@ def _row(r: Any) -> PendingFact:
 
 
 def enqueue(
-    con: Any,
+    con: Connection,
     *,
     guild_id: str,
     user_id: str,
@@ -86,7 +87,7 @@ def enqueue(
     return True
 
 
-def pending_for(con: Any, guild_id: str, user_id: str, now: str) -> list[PendingFact]:
+def pending_for(con: Connection, guild_id: str, user_id: str, now: str) -> list[PendingFact]:
     """The member's unexpired pending facts, oldest first."""
     rows = con.execute(
         f"SELECT {CONSENT_COLUMNS} FROM consent_queue "
@@ -96,7 +97,7 @@ def pending_for(con: Any, guild_id: str, user_id: str, now: str) -> list[Pending
     return [_row(r) for r in rows]
 
 
-def take_unprompted(con: Any, guild_id: str, user_id: str, now: str) -> list[PendingFact]:
+def take_unprompted(con: Connection, guild_id: str, user_id: str, now: str) -> list[PendingFact]:
     """The member's pending facts never shown in a prompt, marked as shown now."""
     rows = [p for p in pending_for(con, guild_id, user_id, now) if p.prompted_at is None]
     if rows:
@@ -108,7 +109,7 @@ def take_unprompted(con: Any, guild_id: str, user_id: str, now: str) -> list[Pen
     return rows
 
 
-def get_pending(con: Any, guild_id: str, user_id: str, item_id: int) -> PendingFact | None:
+def get_pending(con: Connection, guild_id: str, user_id: str, item_id: int) -> PendingFact | None:
     row = con.execute(
         f"SELECT {CONSENT_COLUMNS} FROM consent_queue WHERE guild_id = ? AND user_id = ? AND id = ?",
         (guild_id, user_id, item_id),
@@ -117,7 +118,12 @@ def get_pending(con: Any, guild_id: str, user_id: str, item_id: int) -> PendingF
 
 
 def record_decision(
-    con: Any, item: PendingFact, decision: str, actor: str, now: str, fact_id: int | None = None
+    con: Connection,
+    item: PendingFact,
+    decision: str,
+    actor: str,
+    now: str,
+    fact_id: int | None = None,
 ) -> None:
     """Delete the pending row and record ``decision`` (accept, reject, expire)
     without its text."""
@@ -151,7 +157,7 @@ def record_decision(
     )
 
 
-def guilds_with_expired(con: Any, now: str) -> list[str]:
+def guilds_with_expired(con: Connection, now: str) -> list[str]:
     rows = con.execute(
         "SELECT DISTINCT guild_id FROM consent_queue WHERE expires_at <= ? ORDER BY guild_id",
         (now,),
@@ -160,7 +166,7 @@ def guilds_with_expired(con: Any, now: str) -> list[str]:
 
 
 def expired(
-    con: Any, now: str, limit: int = 500, *, guild_id: str | None = None
+    con: Connection, now: str, limit: int = 500, *, guild_id: str | None = None
 ) -> list[PendingFact]:
     """Pending facts past their expiry (of one guild, or all), soonest first."""
     where = "expires_at <= ?" + (" AND guild_id = ?" if guild_id is not None else "")
@@ -172,7 +178,7 @@ def expired(
     return [_row(r) for r in rows]
 
 
-def counts(con: Any, guild_ids: Sequence[str] | None = None) -> dict[str, dict[str, int]]:
+def counts(con: Connection, guild_ids: Sequence[str] | None = None) -> dict[str, dict[str, int]]:
     """Pending facts per guild and category (no texts, no members)."""
     out: dict[str, dict[str, int]] = {}
     for r in con.execute(
@@ -185,7 +191,7 @@ def counts(con: Any, guild_ids: Sequence[str] | None = None) -> dict[str, dict[s
     return out
 
 
-def member_name(con: Any, guild_id: str, user_id: str) -> str | None:
+def member_name(con: Connection, guild_id: str, user_id: str) -> str | None:
     row = con.execute(
         "SELECT display_name FROM members WHERE guild_id = ? AND user_id = ?", (guild_id, user_id)
     ).fetchone()

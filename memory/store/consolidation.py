@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memory.db.core import Connection
 from memory.errors import InvalidInput
 from memory.store.fact_time import observe
 from memory.store.facts import add_history, delete_fact, get_fact, upsert_fact
@@ -81,7 +82,9 @@ _CURRENT = (
 )
 
 
-def candidate_pool(con: Any, guild_id: str, since: str, limit: int, often: int) -> list[PoolFact]:
+def candidate_pool(
+    con: Connection, guild_id: str, since: str, limit: int, often: int
+) -> list[PoolFact]:
     """Current facts changed since ``since``, newest first, and the ``often``
     most retrieved ones; at most ``limit`` in all."""
     changed = con.execute(
@@ -103,7 +106,9 @@ def candidate_pool(con: Any, guild_id: str, since: str, limit: int, often: int) 
     return list(out.values())
 
 
-def subject_facts(con: Any, guild_id: str, subjects: Sequence[str]) -> dict[str, list[PoolFact]]:
+def subject_facts(
+    con: Connection, guild_id: str, subjects: Sequence[str]
+) -> dict[str, list[PoolFact]]:
     """The current facts of each subject (the partners of its candidates)."""
     out: dict[str, list[PoolFact]] = {}
     for s in subjects:
@@ -116,7 +121,7 @@ def subject_facts(con: Any, guild_id: str, subjects: Sequence[str]) -> dict[str,
     return out
 
 
-def pair_vectors(con: Any, guild_id: str, ids: Sequence[int]) -> dict[int, bytes]:
+def pair_vectors(con: Connection, guild_id: str, ids: Sequence[int]) -> dict[int, bytes]:
     """The facts' stored vectors of the model most of them have (one model,
     so that every cosine compares like with like)."""
     if not ids:
@@ -146,7 +151,7 @@ def fingerprint(a: PoolFact, b: PoolFact) -> str:
     return hashlib.sha1(raw.encode()).hexdigest()[:20]
 
 
-def fresh_fingerprints(con: Any, guild_id: str, since: str) -> set[str]:
+def fresh_fingerprints(con: Connection, guild_id: str, since: str) -> set[str]:
     return {
         r[0]
         for r in con.execute(
@@ -158,7 +163,7 @@ def fresh_fingerprints(con: Any, guild_id: str, since: str) -> set[str]:
 
 
 def save_fingerprints(
-    con: Any, guild_id: str, verdicts: Sequence[tuple[str, str]], now: str, older_than: str
+    con: Connection, guild_id: str, verdicts: Sequence[tuple[str, str]], now: str, older_than: str
 ) -> None:
     con.execute(
         "DELETE FROM consolidation_fingerprints WHERE guild_id = ? AND checked_at < ?",
@@ -172,7 +177,7 @@ def save_fingerprints(
     )
 
 
-def row_image(con: Any, fact_id: int) -> dict[str, Any] | None:
+def row_image(con: Connection, fact_id: int) -> dict[str, Any] | None:
     """The fact's whole row, every column (those added by later migrations too)."""
     row = con.execute("SELECT * FROM memory_facts WHERE id = ?", (fact_id,)).fetchone()
     return None if row is None else {k: row[k] for k in row.keys()}
@@ -185,7 +190,7 @@ def image_hash(image: dict[str, Any] | None) -> str:
 # -- runs ---------------------------------------------------------------------------------------
 
 
-def start_run(con: Any, guild_id: str, mode: str, dry_run: bool, now: str) -> int:
+def start_run(con: Connection, guild_id: str, mode: str, dry_run: bool, now: str) -> int:
     cur = con.execute(
         "INSERT INTO consolidation_runs (guild_id, mode, dry_run, report, started_at) "
         "VALUES (?, ?, ?, '{}', ?)",
@@ -194,7 +199,7 @@ def start_run(con: Any, guild_id: str, mode: str, dry_run: bool, now: str) -> in
     return int(cur.lastrowid)
 
 
-def finish_run(con: Any, run_id: int, report: dict[str, Any]) -> None:
+def finish_run(con: Connection, run_id: int, report: dict[str, Any]) -> None:
     con.execute(
         "UPDATE consolidation_runs SET report = ? WHERE id = ?",
         (json.dumps(report, sort_keys=True), run_id),
@@ -224,7 +229,7 @@ def _run_record(r: Any) -> RunRecord:
     )
 
 
-def list_runs(con: Any, guild_id: str, limit: int = 50) -> list[RunRecord]:
+def list_runs(con: Connection, guild_id: str, limit: int = 50) -> list[RunRecord]:
     rows = con.execute(
         "SELECT * FROM consolidation_runs WHERE guild_id = ? ORDER BY id DESC LIMIT ?",
         (guild_id, limit),
@@ -232,7 +237,7 @@ def list_runs(con: Any, guild_id: str, limit: int = 50) -> list[RunRecord]:
     return [_run_record(r) for r in rows]
 
 
-def get_run(con: Any, guild_id: str, run_id: int) -> RunRecord | None:
+def get_run(con: Connection, guild_id: str, run_id: int) -> RunRecord | None:
     r = con.execute(
         "SELECT * FROM consolidation_runs WHERE guild_id = ? AND id = ?", (guild_id, run_id)
     ).fetchone()
@@ -246,7 +251,7 @@ class RunWriter:
     """Applies one run's actions in the caller's transaction, keeping the
     prior image of each row before its first change."""
 
-    def __init__(self, con: Any, guild_id: str, run_id: int, now: str, actor: str) -> None:
+    def __init__(self, con: Connection, guild_id: str, run_id: int, now: str, actor: str) -> None:
         self.con, self.guild_id, self.run_id = con, guild_id, run_id
         self.now, self.actor = now, actor
         self._seq = 0
@@ -393,7 +398,7 @@ class RunWriter:
         return True
 
 
-def undo_run(con: Any, guild_id: str, run_id: int, actor: str, now: str) -> list[int]:
+def undo_run(con: Connection, guild_id: str, run_id: int, actor: str, now: str) -> list[int]:
     """Put back every row ``run_id`` changed as it was before; the facts
     restored. Refused (InvalidInput) for an unknown, dry or undone run, or
     when a fact it changed has changed again or is gone since."""

@@ -27,12 +27,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory.db.core import Connection
+from memory.db.postgres import driver as postgres
+from memory.db.postgres.migrations import migrate as migrate_pg
+from memory.db.postgres.migrations import reset_identities
+from memory.db.sqlite import driver as sqlite
+from memory.db.sqlite.driver import ordinary_tables
+from memory.db.sqlite.migrations import migrate as migrate_sqlite
 from memory.errors import StorageError
-from memory.store import postgres, sqlite
-from memory.store.migrations import migrate as migrate_sqlite
-from memory.store.pg_migrations import migrate as migrate_pg
-from memory.store.pg_migrations import reset_identities
-from memory.store.sqlite import ordinary_tables
 from memory.store.vectors import index_value
 
 log = logging.getLogger(__name__)
@@ -79,7 +81,7 @@ class CopyReport:
         ]
 
 
-def source_tables(con: Any) -> list[Table]:
+def source_tables(con: Connection) -> list[Table]:
     """The SQLite file's ordinary tables (not FTS5 or vec0 tables, nor their
     shadow tables, nor SQLite's own)."""
     out: list[Table] = []
@@ -100,7 +102,7 @@ def source_tables(con: Any) -> list[Table]:
     return _parents_first(con, out)
 
 
-def _parents_first(con: Any, tables: list[Table]) -> list[Table]:
+def _parents_first(con: Connection, tables: list[Table]) -> list[Table]:
     """``tables`` ordered so a table comes after those its foreign keys name:
     the target checks every key as the rows go in."""
     names = {t.name for t in tables}
@@ -126,7 +128,9 @@ def _parents_first(con: Any, tables: list[Table]) -> list[Table]:
     return ordered
 
 
-def _batches(con: Any, table: Table, after: list[Any] | None, batch: int) -> Iterator[list[Any]]:
+def _batches(
+    con: Connection, table: Table, after: list[Any] | None, batch: int
+) -> Iterator[list[Any]]:
     cols = ", ".join(f'"{c}"' for c in table.columns)
     keys = ", ".join(table.key)
     select = f'SELECT {keys}, {cols} FROM "{table.name}"'

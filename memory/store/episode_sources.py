@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
-from memory.store.sql import chunks, marks
+from memory.db.core import Connection
+from memory.db.sql import chunks, marks
 
 EPISODE_TYPE = "episode"
 
 
-def episode_ids(con: Any, fact_ids: Sequence[int]) -> set[int]:
+def episode_ids(con: Connection, fact_ids: Sequence[int]) -> set[int]:
     """The ids among ``fact_ids`` that are episodes."""
     out: set[int] = set()
     for chunk in chunks(list(fact_ids)):
@@ -31,7 +31,9 @@ def episode_ids(con: Any, fact_ids: Sequence[int]) -> set[int]:
     return out
 
 
-def episodes_citing(con: Any, guild_id: str, message_ids: Sequence[str]) -> dict[int, set[str]]:
+def episodes_citing(
+    con: Connection, guild_id: str, message_ids: Sequence[str]
+) -> dict[int, set[str]]:
     """Episodes any of ``message_ids`` is a source of → all their source messages."""
     found: dict[int, set[str]] = {}
     for chunk in chunks(list(message_ids)):
@@ -50,7 +52,9 @@ def episodes_citing(con: Any, guild_id: str, message_ids: Sequence[str]) -> dict
     return found
 
 
-def queue_rebuild(con: Any, guild_id: str, fact_id: int, remaining: set[str], now: str) -> bool:
+def queue_rebuild(
+    con: Connection, guild_id: str, fact_id: int, remaining: set[str], now: str
+) -> bool:
     """Queue the messages an episode keeps to be summarised again (before the
     episode's row is deleted). False: nothing remains, or not an episode."""
     row = con.execute(

@@ -9,12 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memory.db.core import Connection
+from memory.db.sql import chunks, marks
 from memory.models import EPISODE_SUBJECT, Episode, Fact, StoredMessage
 from memory.store.episode_sources import EPISODE_TYPE
 from memory.store.fact_time import add_source
 from memory.store.facts import add_history, get_fact
 from memory.store.messages import MESSAGE_COLUMNS, row_to_message
-from memory.store.sql import chunks, marks
 
 # An episode is believed about as much as a fact the extractor was unsure of:
 # a summary is a reading of the conversation, not something anyone said.
@@ -29,7 +30,7 @@ class Rebuild:
     message_ids: tuple[str, ...]
 
 
-def channels_with_news(con: Any) -> list[tuple[str, str]]:
+def channels_with_news(con: Connection) -> list[tuple[str, str]]:
     """(guild, channel) pairs holding a member's message newer than their mark."""
     out: list[tuple[str, str]] = []
     for r in con.execute(
@@ -48,7 +49,7 @@ def channels_with_news(con: Any) -> list[tuple[str, str]]:
 
 
 def new_messages(
-    con: Any, guild_id: str, channel_id: str, limit: int
+    con: Connection, guild_id: str, channel_id: str, limit: int
 ) -> list[tuple[int, StoredMessage]]:
     """A channel's members' messages after its mark, oldest first, with their seq."""
     mark = con.execute(
@@ -66,7 +67,7 @@ def new_messages(
 
 
 def messages_by_ids(
-    con: Any, guild_id: str, message_ids: Sequence[str]
+    con: Connection, guild_id: str, message_ids: Sequence[str]
 ) -> list[tuple[int, StoredMessage]]:
     """Stored messages of ``message_ids`` (gone ones skipped), oldest first."""
     out: list[tuple[int, StoredMessage]] = []
@@ -81,7 +82,9 @@ def messages_by_ids(
     return out
 
 
-def set_mark(con: Any, guild_id: str, channel_id: str, created_at: str, seq: int, now: str) -> None:
+def set_mark(
+    con: Connection, guild_id: str, channel_id: str, created_at: str, seq: int, now: str
+) -> None:
     """The channel's messages up to (created_at, seq) are summarised or passed over."""
     con.execute(
         "INSERT INTO episode_marks (guild_id, channel_id, last_created_at, last_seq, updated_at) "
@@ -92,7 +95,7 @@ def set_mark(con: Any, guild_id: str, channel_id: str, created_at: str, seq: int
     )
 
 
-def _episode_text_taken(con: Any, guild_id: str, text: str) -> bool:
+def _episode_text_taken(con: Connection, guild_id: str, text: str) -> bool:
     row = con.execute(
         "SELECT 1 FROM memory_facts WHERE guild_id = ? AND subject = ? AND fact = ?",
         (guild_id, EPISODE_SUBJECT, text),
@@ -101,7 +104,7 @@ def _episode_text_taken(con: Any, guild_id: str, text: str) -> bool:
 
 
 def insert_episode(
-    con: Any,
+    con: Connection,
     guild_id: str,
     channel_id: str,
     text: str,
@@ -175,14 +178,14 @@ def insert_episode(
     return get_fact(con, guild_id, fact_id)  # type: ignore[return-value]
 
 
-def channel_name(con: Any, guild_id: str, channel_id: str) -> str | None:
+def channel_name(con: Connection, guild_id: str, channel_id: str) -> str | None:
     row = con.execute(
         "SELECT name FROM channels WHERE guild_id = ? AND channel_id = ?", (guild_id, channel_id)
     ).fetchone()
     return None if row is None or row[0] is None else str(row[0])
 
 
-def pending_rebuilds(con: Any, limit: int) -> list[Rebuild]:
+def pending_rebuilds(con: Connection, limit: int) -> list[Rebuild]:
     rows = con.execute(
         "SELECT id, guild_id, channel_id, message_ids FROM episode_rebuilds ORDER BY id LIMIT ?",
         (limit,),
@@ -197,7 +200,7 @@ def pending_rebuilds(con: Any, limit: int) -> list[Rebuild]:
     return out
 
 
-def finish_rebuild(con: Any, rebuild_id: int) -> None:
+def finish_rebuild(con: Connection, rebuild_id: int) -> None:
     con.execute("DELETE FROM episode_rebuilds WHERE id = ?", (rebuild_id,))
 
 
@@ -208,7 +211,7 @@ _EPISODE_SELECT = (
 )
 
 
-def _episode(con: Any, r: Any, with_sources: bool) -> Episode:
+def _episode(con: Connection, r: Any, with_sources: bool) -> Episode:
     sources: tuple[str, ...] = ()
     if with_sources:
         sources = tuple(
@@ -234,7 +237,7 @@ def _episode(con: Any, r: Any, with_sources: bool) -> Episode:
 
 
 def list_episodes(
-    con: Any,
+    con: Connection,
     guild_id: str,
     channel_id: str | None,
     limit: int,
@@ -252,14 +255,14 @@ def list_episodes(
     return [_episode(con, r, with_sources) for r in con.execute(sql, args).fetchall()]
 
 
-def get_episode(con: Any, guild_id: str, fact_id: int) -> Episode | None:
+def get_episode(con: Connection, guild_id: str, fact_id: int) -> Episode | None:
     row = con.execute(
         _EPISODE_SELECT + "WHERE e.guild_id = ? AND e.fact_id = ?", (guild_id, fact_id)
     ).fetchone()
     return None if row is None else _episode(con, row, True)
 
 
-def channel_counts(con: Any, guild_id: str) -> list[tuple[str, str | None, int, str | None]]:
+def channel_counts(con: Connection, guild_id: str) -> list[tuple[str, str | None, int, str | None]]:
     """(channel id, name, active episodes, latest end) per channel with episodes."""
     rows = con.execute(
         "SELECT e.channel_id, c.name, count(*), max(e.ended_at) FROM episodes e "

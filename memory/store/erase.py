@@ -31,15 +31,14 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from memory.clock import iso
+from memory.db.core import Connection, Database
+from memory.db.sql import dialect_of
+from memory.db.sqlite import driver as sqlite
 from memory.errors import StorageError
 from memory.store import leases as store_leases
 from memory.store import lifecycle_events as store_events
-from memory.store import sqlite
-from memory.store.db import Database
-from memory.store.sql import dialect_of
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,7 @@ class Compaction:
     seconds: float  # wall time of the rewrite and the checkpoint
 
 
-def _vacuum(con: Any) -> int:
+def _vacuum(con: Connection) -> int:
     if dialect_of(con) == "postgresql":
         return _vacuum_full(con)
     con.execute("VACUUM")
@@ -67,7 +66,7 @@ def _vacuum(con: Any) -> int:
     return int(con.execute("PRAGMA page_count").fetchone()[0])
 
 
-def _vacuum_full(con: Any) -> int:
+def _vacuum_full(con: Connection) -> int:
     """PostgreSQL: ``VACUUM FULL`` writes each table anew from its live rows
     and deletes the old file, and a ``CHECKPOINT`` puts the rewrite in the data
     files. Every table is locked against reads and writes while it is rewritten
@@ -83,7 +82,7 @@ def _vacuum_full(con: Any) -> int:
     return int(size) // 8192
 
 
-def _truncate_wal(con: Any) -> None:
+def _truncate_wal(con: Connection) -> None:
     if dialect_of(con) == "postgresql":
         return  # the CHECKPOINT after the rewrite did what can be done
     busy, _, _ = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()

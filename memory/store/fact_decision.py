@@ -1,15 +1,15 @@
-"""SQL that applies a write decision (``memory.ingest.decision``) to the
+"""SQL that applies a write decision (``memory.decision``) to the
 facts of one subject. Functions run inside the caller's write transaction."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from memory.ingest.decision import CurrentFact, Decision, decide
+from memory.db.changes import FactsChanged, record
+from memory.db.core import Connection
+from memory.decision import CurrentFact, Decision, decide
 from memory.models import Fact
-from memory.store.changes import FactsChanged, record
 from memory.store.fact_time import message_time, observe
 from memory.store.facts import add_history, get_fact, upsert_fact
 from memory.store.vectors import delete_fact_vectors_index
@@ -34,7 +34,7 @@ class Applied:
     changed: bool  # the text or its evidence changed: (re-)embed it
 
 
-def current_facts(con: Any, guild_id: str, subject: str) -> list[CurrentFact]:
+def current_facts(con: Connection, guild_id: str, subject: str) -> list[CurrentFact]:
     """The subject's active facts that are still true."""
     rows = con.execute(
         "SELECT id, fact, observed_at, last_observed_at FROM memory_facts "
@@ -53,17 +53,19 @@ def current_facts(con: Any, guild_id: str, subject: str) -> list[CurrentFact]:
 
 
 def current_facts_of(
-    con: Any, guild_id: str, subjects: Sequence[str]
+    con: Connection, guild_id: str, subjects: Sequence[str]
 ) -> dict[str, list[CurrentFact]]:
     """``current_facts`` of each of ``subjects``."""
     return {s: current_facts(con, guild_id, s) for s in subjects}
 
 
-def observed_time(con: Any, new: NewFact, now: str) -> str:
+def observed_time(con: Connection, new: NewFact, now: str) -> str:
     return new.observed_at or message_time(con, new.guild_id, new.source_message_id) or now
 
 
-def apply_decision(con: Any, new: NewFact, decision: Decision, *, now: str, actor: str) -> Applied:
+def apply_decision(
+    con: Connection, new: NewFact, decision: Decision, *, now: str, actor: str
+) -> Applied:
     seen = observed_time(con, new, now)
     if decision.kind == "noop":
         target = get_fact(con, new.guild_id, decision.targets[0])
@@ -131,7 +133,9 @@ def apply_decision(con: Any, new: NewFact, decision: Decision, *, now: str, acto
     return Applied(out, up.changed)
 
 
-def supersede_by_edit(con: Any, guild_id: str, fact_id: int, *, actor: str, now: str) -> list[int]:
+def supersede_by_edit(
+    con: Connection, guild_id: str, fact_id: int, *, actor: str, now: str
+) -> list[int]:
     """After an operator edited a current fact: the edit is the newest word on
     its slot, so the subject's other current facts it contradicts (the same
     single-valued slot, another value) close now, with supersede rows naming
@@ -159,7 +163,7 @@ def supersede_by_edit(con: Any, guild_id: str, fact_id: int, *, actor: str, now:
     return list(decision.targets)
 
 
-def _close(con: Any, fact_id: int, valid_to: str, now: str) -> None:
+def _close(con: Connection, fact_id: int, valid_to: str, now: str) -> None:
     con.execute(
         "UPDATE memory_facts SET valid_to = ?, updated_at = ? WHERE id = ?",
         (valid_to, now, fact_id),
@@ -167,7 +171,7 @@ def _close(con: Any, fact_id: int, valid_to: str, now: str) -> None:
 
 
 def _supersede(
-    con: Any,
+    con: Connection,
     new: NewFact,
     old_id: int,
     fact: Fact,
@@ -213,7 +217,7 @@ def _supersede(
 
 
 def _paraphrase(
-    con: Any, new: NewFact, target: Fact, reason: str, seen: str, now: str, actor: str
+    con: Connection, new: NewFact, target: Fact, reason: str, seen: str, now: str, actor: str
 ) -> Applied:
     """The existing fact gets the source and the observation; the history
     says which words were taken as the same."""
@@ -233,7 +237,7 @@ def _paraphrase(
     return _observe_again(con, new, target.id, seen, now)
 
 
-def _observe_again(con: Any, new: NewFact, fact_id: int, seen: str, now: str) -> Applied:
+def _observe_again(con: Connection, new: NewFact, fact_id: int, seen: str, now: str) -> Applied:
     con.execute(
         "UPDATE memory_facts SET updated_at = ?, confidence = max(confidence, ?) WHERE id = ?",
         (now, new.confidence, fact_id),
@@ -244,7 +248,9 @@ def _observe_again(con: Any, new: NewFact, fact_id: int, seen: str, now: str) ->
     return Applied(fact, False)
 
 
-def _refine(con: Any, new: NewFact, decision: Decision, seen: str, now: str, actor: str) -> Applied:
+def _refine(
+    con: Connection, new: NewFact, decision: Decision, seen: str, now: str, actor: str
+) -> Applied:
     """The existing fact takes the more specific text."""
     target = decision.targets[0]
     clash = con.execute(

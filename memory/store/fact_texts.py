@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from memory.store.sql import rows_in
+from memory.db.core import Connection
+from memory.db.sql import rows_in
 
 _COLUMNS = "id, fact, evidence_text, is_active, valid_from, valid_to"
 
@@ -33,20 +34,20 @@ def _row(r: Any) -> FactText:
     )
 
 
-def guild_fact_count(con: Any, guild_id: str) -> int:
+def guild_fact_count(con: Connection, guild_id: str) -> int:
     row = con.execute(
         "SELECT count(*) FROM memory_facts WHERE guild_id = ?", (guild_id,)
     ).fetchone()
     return int(row[0])
 
 
-def guild_facts(con: Any, guild_id: str) -> list[FactText]:
+def guild_facts(con: Connection, guild_id: str) -> list[FactText]:
     """Every fact of the guild, active or not, whatever its validity."""
     rows = con.execute(f"SELECT {_COLUMNS} FROM memory_facts WHERE guild_id = ?", (guild_id,))
     return [_row(r) for r in rows]
 
 
-def facts_after(con: Any, guild_id: str, fact_id: int) -> list[FactText]:
+def facts_after(con: Connection, guild_id: str, fact_id: int) -> list[FactText]:
     """The guild's facts with an id above ``fact_id`` (a primary-key range:
     ``+guild_id`` keeps SQLite off the guild's indexes)."""
     rows = con.execute(
@@ -56,7 +57,7 @@ def facts_after(con: Any, guild_id: str, fact_id: int) -> list[FactText]:
     return [_row(r) for r in rows]
 
 
-def facts_by_id(con: Any, guild_id: str, ids: Sequence[int]) -> list[FactText]:
+def facts_by_id(con: Connection, guild_id: str, ids: Sequence[int]) -> list[FactText]:
     """The guild's facts among ``ids``."""
     rows = rows_in(
         con,
@@ -67,19 +68,19 @@ def facts_by_id(con: Any, guild_id: str, ids: Sequence[int]) -> list[FactText]:
     return [_row(r) for r in rows]
 
 
-def highest_fact_id(con: Any) -> int:
+def highest_fact_id(con: Connection) -> int:
     """The highest id any fact has, whatever its guild (0: none)."""
     row = con.execute("SELECT max(id) FROM memory_facts").fetchone()
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def history_top(con: Any) -> int:
+def history_top(con: Connection) -> int:
     """The highest ``fact_history`` id, whatever its guild (0: none)."""
     row = con.execute("SELECT max(id) FROM fact_history").fetchone()
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def changed_facts(con: Any, guild_id: str, after: int, upto: int) -> list[int]:
+def changed_facts(con: Connection, guild_id: str, after: int, upto: int) -> list[int]:
     """The guild's facts with a history row whose id is in ``(after, upto]``."""
     rows = con.execute(
         "SELECT DISTINCT fact_id FROM fact_history WHERE id > ? AND id <= ? AND +guild_id = ? "

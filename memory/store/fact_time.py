@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from memory.store.sql import chunks, marks
+from memory.db.core import Connection
+from memory.db.sql import chunks, marks
 
 
 class FactSource(NamedTuple):
@@ -15,7 +16,7 @@ class FactSource(NamedTuple):
     observed_at: str
 
 
-def message_time(con: Any, guild_id: str, message_id: str | None) -> str | None:
+def message_time(con: Connection, guild_id: str, message_id: str | None) -> str | None:
     """``created_at`` of a stored message of this guild, or None."""
     if message_id is None:
         return None
@@ -26,7 +27,7 @@ def message_time(con: Any, guild_id: str, message_id: str | None) -> str | None:
 
 
 def observe(
-    con: Any, guild_id: str, fact_id: int, message_id: str | None, observed_at: str
+    con: Connection, guild_id: str, fact_id: int, message_id: str | None, observed_at: str
 ) -> None:
     """Record that a fact was observed at ``observed_at`` (in ``message_id``).
 
@@ -43,7 +44,9 @@ def observe(
         add_source(con, guild_id, fact_id, message_id, observed_at)
 
 
-def add_source(con: Any, guild_id: str, fact_id: int, message_id: str, observed_at: str) -> None:
+def add_source(
+    con: Connection, guild_id: str, fact_id: int, message_id: str, observed_at: str
+) -> None:
     """Link a fact to a message it was observed in; a second link is a no-op."""
     con.execute(
         "INSERT OR IGNORE INTO fact_sources (fact_id, message_id, guild_id, observed_at) "
@@ -52,7 +55,7 @@ def add_source(con: Any, guild_id: str, fact_id: int, message_id: str, observed_
     )
 
 
-def fact_sources(con: Any, guild_id: str, fact_id: int) -> list[FactSource]:
+def fact_sources(con: Connection, guild_id: str, fact_id: int) -> list[FactSource]:
     """The messages a fact was observed in, oldest observation first."""
     rows = con.execute(
         "SELECT message_id, observed_at FROM fact_sources WHERE guild_id = ? AND fact_id = ? "
@@ -75,7 +78,7 @@ def valid_clause(as_of: str | None, alias: str = "") -> tuple[str, list[Any]]:
 
 
 def superseded_sources(
-    con: Any, guild_id: str, message_ids: Sequence[str], as_of: str | None = None
+    con: Connection, guild_id: str, message_ids: Sequence[str], as_of: str | None = None
 ) -> set[str]:
     """The messages among ``message_ids`` whose every fact has stopped being
     true (at ``as_of``; None: now). A message with no facts is not among them."""

@@ -10,13 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from memory.db.core import Connection
+from memory.db.sql import chunks, marks, prefixed
 from memory.models import LORE_SUBJECT, Fact, HistoryEntry
 from memory.store.episode_sources import episodes_citing, queue_rebuild
 from memory.store.fact_time import message_time, observe
 from memory.store.fts import FtsQuery, best_ranked
 from memory.store.messages import erase_messages
 from memory.store.reply_context import erase_refs, fact_refs
-from memory.store.sql import chunks, marks, prefixed
 from memory.store.vectors import (
     delete_fact_vectors_index,
     index_fact_vector_if_present,
@@ -62,7 +63,7 @@ class UpsertResult:
 
 
 def upsert_fact(
-    con: Any,
+    con: Connection,
     *,
     guild_id: str,
     channel_id: str | None,
@@ -136,7 +137,7 @@ def upsert_fact(
 
 
 def add_history(
-    con: Any,
+    con: Connection,
     guild_id: str,
     fact_id: int | None,
     subject: str | None,
@@ -172,7 +173,7 @@ def add_history(
     )
 
 
-def get_fact(con: Any, guild_id: str, fact_id: int) -> Fact | None:
+def get_fact(con: Connection, guild_id: str, fact_id: int) -> Fact | None:
     row = con.execute(
         f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE guild_id = ? AND id = ?",
         (guild_id, fact_id),
@@ -180,7 +181,7 @@ def get_fact(con: Any, guild_id: str, fact_id: int) -> Fact | None:
     return row_to_fact(row) if row else None
 
 
-def get_fact_any_guild(con: Any, fact_id: int) -> Fact | None:
+def get_fact_any_guild(con: Connection, fact_id: int) -> Fact | None:
     """For operator tools addressing a fact by id; callers then check the guild."""
     row = con.execute(
         f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE id = ?", (fact_id,)
@@ -189,7 +190,7 @@ def get_fact_any_guild(con: Any, fact_id: int) -> Fact | None:
 
 
 def list_facts(
-    con: Any,
+    con: Connection,
     guild_id: str,
     *,
     subject: str | None = None,
@@ -227,7 +228,7 @@ def list_facts(
 
 
 def search_facts_fts(
-    con: Any, guild_id: str, match: str, limit: int, subjects: Sequence[str] | None = None
+    con: Connection, guild_id: str, match: str, limit: int, subjects: Sequence[str] | None = None
 ) -> list[tuple[Fact, float]]:
     """Active facts matching an FTS5 expression, with raw (negative) bm25."""
     extra = f" AND f.subject IN ({marks(len(subjects))})" if subjects else ""
@@ -248,7 +249,7 @@ def search_facts_fts(
 
 
 def set_fact_active(
-    con: Any, guild_id: str, fact_id: int, active: bool, actor: str, now: str
+    con: Connection, guild_id: str, fact_id: int, active: bool, actor: str, now: str
 ) -> Fact | None:
     fact = get_fact(con, guild_id, fact_id)
     if fact is None or fact.is_active == active:
@@ -276,7 +277,7 @@ def set_fact_active(
 
 
 def edit_fact(
-    con: Any,
+    con: Connection,
     guild_id: str,
     fact_id: int,
     *,
@@ -316,7 +317,7 @@ def edit_fact(
 
 
 def delete_fact(
-    con: Any,
+    con: Connection,
     guild_id: str,
     fact_id: int,
     actor: str,
@@ -343,7 +344,7 @@ def delete_fact(
     return True
 
 
-def fact_history(con: Any, guild_id: str, fact_id: int) -> list[HistoryEntry]:
+def fact_history(con: Connection, guild_id: str, fact_id: int) -> list[HistoryEntry]:
     rows = con.execute(
         "SELECT id, guild_id, fact_id, event, old_text, new_text, actor, source_message_id, "
         "reason, created_at, linked_fact_id FROM fact_history WHERE guild_id = ? AND fact_id = ? "
@@ -368,7 +369,7 @@ def fact_history(con: Any, guild_id: str, fact_id: int) -> list[HistoryEntry]:
     ]
 
 
-def snapshot_facts(con: Any, per_subject: int, lore_per_guild: int = 12) -> list[Fact]:
+def snapshot_facts(con: Connection, per_subject: int, lore_per_guild: int = 12) -> list[Fact]:
     """Newest ``per_subject`` active, current facts of every member
     (``lore_per_guild`` for lore) in every guild."""
     rows = con.execute(
@@ -383,14 +384,14 @@ def snapshot_facts(con: Any, per_subject: int, lore_per_guild: int = 12) -> list
     return [row_to_fact(r) for r in rows]
 
 
-def display_names(con: Any) -> dict[tuple[str, str], str]:
+def display_names(con: Connection) -> dict[tuple[str, str], str]:
     return {
         (r["guild_id"], r["user_id"]): r["display_name"]
         for r in con.execute("SELECT guild_id, user_id, display_name FROM members")
     }
 
 
-def guild_names(con: Any) -> dict[str, str | None]:
+def guild_names(con: Connection) -> dict[str, str | None]:
     return {r["guild_id"]: r["name"] for r in con.execute("SELECT guild_id, name FROM guilds")}
 
 
@@ -405,7 +406,7 @@ class ForgetCounts:
     traces: int
 
 
-def forget_user(con: Any, guild_id: str, user_id: str, actor: str, now: str) -> ForgetCounts:
+def forget_user(con: Connection, guild_id: str, user_id: str, actor: str, now: str) -> ForgetCounts:
     """Erase a member from one guild: facts about them, lore they caused, their
     messages, vectors, FTS rows (via triggers), traces and history content."""
     msg_rows = con.execute(
@@ -468,7 +469,7 @@ def forget_user(con: Any, guild_id: str, user_id: str, actor: str, now: str) -> 
     return ForgetCounts(len(fact_ids), int(vectors), len(msg_ids), int(traces))
 
 
-def guilds_with_active_facts(con: Any) -> list[str]:
+def guilds_with_active_facts(con: Connection) -> list[str]:
     return [
         r[0] for r in con.execute("SELECT DISTINCT guild_id FROM memory_facts WHERE is_active = 1")
     ]

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import math
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from memory.store.sql import dialect_of
+from memory.db.core import Connection
+from memory.db.sql import dialect_of
+
+if TYPE_CHECKING:
+    from memory.db.postgres.driver import PgConnection
 
 R = TypeVar("R")
 
@@ -39,7 +41,7 @@ class FtsQuery:
     params: tuple[Any, ...]
 
 
-def fts_query(con: Any, table: str, match: str) -> FtsQuery | None:
+def fts_query(con: Connection, table: str, match: str) -> FtsQuery | None:
     """The pieces for ``match`` on this connection's backend (None: the
     expression holds no word the index could match)."""
     if dialect_of(con) == "postgresql":
@@ -49,7 +51,7 @@ def fts_query(con: Any, table: str, match: str) -> FtsQuery | None:
 
 
 def best_ranked(
-    con: Any,
+    con: Connection,
     table: str,
     match: str,
     limit: int,
@@ -207,63 +209,22 @@ def _scale_sql(alias: str) -> str:
     return f"?::float8 * (?::float8 + ?::float8 * {alias}.len / ?::float8)"
 
 
-class _Counts:
-    """How many rows match a phrase and the largest term-frequency part one
-    of them gives it, kept while the table's totals (rows and tokens) are
-    what they were when counted: counting a common word's rows is the costly
-    part of a search, and the totals move with nearly any write, which then
-    counts again (an edit that keeps both totals keeps the old figures until
-    the next write that moves them)."""
-
-    SIZE = 4096
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[str, str, str, int, int], tuple[int, float]] = OrderedDict()
-
-    def get(self, key: tuple[str, str, str, int, int]) -> tuple[int, float] | None:
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[str, str, str, int, int], hits: tuple[int, float]) -> None:
-        with self._lock:
-            self._items[key] = hits
-            while len(self._items) > self.SIZE:
-                self._items.popitem(last=False)
-
-
-_PHRASE_ROWS = _Counts()
-# A term's words as the index holds them: the word-splitting function is fixed
-# by the schema (its version is the database's), so a term reads the same
-# words for as long as the process runs; asking costs a round trip per term.
-_LEXEMES: OrderedDict[tuple[str, str], tuple[str, ...]] = OrderedDict()
-_LEXEMES_LOCK = threading.Lock()
-_LEXEMES_SIZE = 8192
-
-
-def _lexemes(con: Any, term: str) -> tuple[str, ...]:
-    key = (con.database, term)
-    with _LEXEMES_LOCK:
-        found = _LEXEMES.get(key)
-        if found is not None:
-            _LEXEMES.move_to_end(key)
-            return found
+def _lexemes(con: PgConnection, term: str) -> tuple[str, ...]:
+    """A term's words as the index holds them (case, diacritics); asking
+    costs a round trip, so the database's caches keep the answer."""
+    found: tuple[str, ...] | None = con.caches.lexemes.get(term)
+    if found is not None:
+        return found
     rows = con.execute(
         "SELECT lexeme FROM unnest(guildlore_fts_vector(?)) ORDER BY lexeme", (term,)
     ).fetchall()
     words = tuple(str(lexeme) for (lexeme,) in rows)
-    with _LEXEMES_LOCK:
-        _LEXEMES[key] = words
-        while len(_LEXEMES) > _LEXEMES_SIZE:
-            _LEXEMES.popitem(last=False)
+    con.caches.lexemes.put(term, words)
     return words
 
 
 def _count(
-    con: Any, table: str, expr: str, words: tuple[str, ...], avgdl: float
+    con: Connection, table: str, expr: str, words: tuple[str, ...], avgdl: float
 ) -> tuple[int, float]:
     """How many rows hold phrase ``expr``, and the largest term-frequency
     part of BM25 one of them gives it — measured for a phrase of one word
@@ -283,8 +244,10 @@ def _count(
     return int(row[0]), min(float(row[1]), K1 + 1)
 
 
-def bm25(con: Any, table: str, match: str) -> Bm25 | None:
-    """The BM25 inputs for ``match`` against ``table`` (None: no word)."""
+def bm25(con: Connection, table: str, match: str) -> Bm25 | None:
+    """The BM25 inputs for ``match`` against ``table`` (None: no word); on
+    PostgreSQL only."""
+    pg = cast("PgConnection", con)
     wanted = phrases(match)
     if not wanted:
         return None
@@ -299,13 +262,17 @@ def bm25(con: Any, table: str, match: str) -> Bm25 | None:
     for term, prefix in wanted:
         expr = '"' + term.replace('"', '""') + '"' + ("*" if prefix else "")
         # Its words as the index holds them (case, diacritics).
-        words = _lexemes(con, term)
+        words = _lexemes(pg, term)
         # The phrase's rows, as FTS5 counts them: every row of the table.
-        key = (con.database, table, expr, n_rows, int(tokens))
-        counted = _PHRASE_ROWS.get(key)
+        # Counting a common word's rows is the costly part of a search; the
+        # count is kept while the table's totals (rows and tokens) are what
+        # they were, and those move with nearly any write (an edit that keeps
+        # both keeps the old figures until the next write that moves them).
+        key = (table, expr, n_rows, int(tokens))
+        counted = pg.caches.phrase_rows.get(key)
         if counted is None:
             counted = _count(con, table, expr, words if not prefix else (), avgdl or 1.0)
-            _PHRASE_ROWS.put(key, counted)
+            pg.caches.phrase_rows.put(key, counted)
         hits, most = counted
         idf = math.log((n_rows - hits + 0.5) / (hits + 0.5)) if n_rows else 0.0
         idf = idf if idf > 0 else 1e-6  # FTS5's floor for a word in most rows

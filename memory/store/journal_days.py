@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memory.db.core import Connection
+
 
 @dataclass(frozen=True)
 class DayMessage:
@@ -32,7 +34,7 @@ def utc_date(created_at: str) -> str:
     return created_at[:10]
 
 
-def mark_dirty(con: Any, created_ats: Iterable[str]) -> None:
+def mark_dirty(con: Connection, created_ats: Iterable[str]) -> None:
     """Mark the UTC dates of these message times as changed."""
     days = sorted({utc_date(t) for t in created_ats if t})
     if days:
@@ -42,7 +44,7 @@ def mark_dirty(con: Any, created_ats: Iterable[str]) -> None:
         )
 
 
-def mark_dirty_where(con: Any, where: str, params: Sequence[Any]) -> None:
+def mark_dirty_where(con: Connection, where: str, params: Sequence[Any]) -> None:
     """Mark the UTC dates of the stored messages matching ``where`` (SQL over
     ``messages``), before they change or go."""
     rows = con.execute(
@@ -51,7 +53,7 @@ def mark_dirty_where(con: Any, where: str, params: Sequence[Any]) -> None:
     mark_dirty(con, [str(r[0]) for r in rows])
 
 
-def take_dirty(con: Any) -> list[str]:
+def take_dirty(con: Connection) -> list[str]:
     """The marked UTC dates, unmarked in the same transaction: a change that
     commits after this marks its date again for the next round."""
     days = [str(r[0]) for r in con.execute("SELECT day FROM journal_dirty ORDER BY day")]
@@ -60,7 +62,7 @@ def take_dirty(con: Any) -> list[str]:
     return days
 
 
-def first_at_or_after(con: Any, start: str) -> str | None:
+def first_at_or_after(con: Connection, start: str) -> str | None:
     """The ``created_at`` of the first stored message at or after ``start``."""
     row = con.execute(
         "SELECT created_at FROM messages WHERE created_at >= ? ORDER BY created_at LIMIT 1",
@@ -69,7 +71,7 @@ def first_at_or_after(con: Any, start: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def last_before(con: Any, end: str) -> str | None:
+def last_before(con: Connection, end: str) -> str | None:
     """The ``created_at`` of the last stored message before ``end``."""
     row = con.execute(
         "SELECT created_at FROM messages WHERE created_at < ? ORDER BY created_at DESC LIMIT 1",
@@ -78,7 +80,7 @@ def last_before(con: Any, end: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def range_size(con: Any, start: str, end: str) -> tuple[int, int]:
+def range_size(con: Connection, start: str, end: str) -> tuple[int, int]:
     """(messages, characters of their names, ids and texts) in ``[start, end)``."""
     row = con.execute(
         "SELECT count(*), coalesce(sum(length(author_name) + length(author_id) "
@@ -89,7 +91,7 @@ def range_size(con: Any, start: str, end: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def messages_between(con: Any, start: str, end: str) -> list[DayMessage]:
+def messages_between(con: Connection, start: str, end: str) -> list[DayMessage]:
     """Stored messages with ``start <= created_at < end``, in time order
     (arrival order on ties)."""
     rows = con.execute(

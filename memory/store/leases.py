@@ -9,7 +9,8 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass
-from typing import Any
+
+from memory.db.core import Connection
 
 
 @functools.cache
@@ -27,7 +28,7 @@ class Lease:
     expires_at: str
 
 
-def acquire(con: Any, name: str, holder: str, now: str, expires_at: str) -> bool:
+def acquire(con: Connection, name: str, holder: str, now: str, expires_at: str) -> bool:
     """Take ``name`` for ``holder`` until ``expires_at``: a new lease, one the
     holder already has (extended), or one that expired at ``now`` (taken over).
     Run in one write transaction, so two contenders cannot both win."""
@@ -42,7 +43,7 @@ def acquire(con: Any, name: str, holder: str, now: str, expires_at: str) -> bool
     return row is not None and row[0] == holder
 
 
-def renew(con: Any, name: str, holder: str, expires_at: str) -> bool:
+def renew(con: Connection, name: str, holder: str, expires_at: str) -> bool:
     """Extend a lease ``holder`` still has; False if another took it over."""
     cur = con.execute(
         "UPDATE job_leases SET expires_at = ? WHERE name = ? AND holder = ?",
@@ -51,12 +52,12 @@ def renew(con: Any, name: str, holder: str, expires_at: str) -> bool:
     return int(cur.rowcount) == 1
 
 
-def release(con: Any, name: str, holder: str) -> bool:
+def release(con: Connection, name: str, holder: str) -> bool:
     """Give a lease up (only its holder can); False if it was not held."""
     cur = con.execute("DELETE FROM job_leases WHERE name = ? AND holder = ?", (name, holder))
     return int(cur.rowcount) == 1
 
 
-def leases(con: Any) -> list[Lease]:
+def leases(con: Connection) -> list[Lease]:
     rows = con.execute("SELECT name, holder, expires_at FROM job_leases ORDER BY name")
     return [Lease(str(r[0]), str(r[1]), str(r[2])) for r in rows.fetchall()]

@@ -15,13 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from memory.store.changes import FactsChanged, record
+from memory.db.changes import FactsChanged, record
+from memory.db.core import Connection
+from memory.db.sql import chunks, marks
 from memory.store.episode_sources import episode_ids, queue_rebuild
 from memory.store.facts import add_history
 from memory.store.journal_days import mark_dirty
 from memory.store.messages import erase_messages
 from memory.store.reply_context import erase_refs, fact_refs
-from memory.store.sql import chunks, marks
 from memory.store.vectors import delete_fact_vectors_index, delete_message_vectors_index
 
 
@@ -54,7 +55,9 @@ class StoredEdit:
     journal_lines: int = 0  # set by the caller that rewrites the journal
 
 
-def supported_facts(con: Any, guild_id: str, message_ids: Sequence[str]) -> dict[int, set[str]]:
+def supported_facts(
+    con: Connection, guild_id: str, message_ids: Sequence[str]
+) -> dict[int, set[str]]:
     """Facts that any of ``message_ids`` supports → all the messages supporting them."""
     found: dict[int, set[str]] = {}
     for chunk in chunks(list(message_ids)):
@@ -84,7 +87,9 @@ def supported_facts(con: Any, guild_id: str, message_ids: Sequence[str]) -> dict
     return found
 
 
-def retract_facts(con: Any, guild_id: str, fact_ids: Sequence[int], actor: str, now: str) -> int:
+def retract_facts(
+    con: Connection, guild_id: str, fact_ids: Sequence[int], actor: str, now: str
+) -> int:
     """Erase facts that lost all their support; a content-free ``retract``
     history entry records each. Returns the number of traces removed."""
     traces = 0
@@ -118,7 +123,7 @@ def retract_facts(con: Any, guild_id: str, fact_ids: Sequence[int], actor: str, 
     return traces
 
 
-def _unlink(con: Any, guild_id: str, fact_id: int, gone: set[str], rest: set[str]) -> None:
+def _unlink(con: Connection, guild_id: str, fact_id: int, gone: set[str], rest: set[str]) -> None:
     """A fact keeps other support: drop the links to ``gone`` and what it
     carried from them (its evidence quote and source id)."""
     con.executemany(
@@ -138,7 +143,7 @@ def _unlink(con: Any, guild_id: str, fact_id: int, gone: set[str], rest: set[str
 
 
 def withdraw_support(
-    con: Any,
+    con: Connection,
     guild_id: str,
     message_ids: Sequence[str],
     actor: str,
@@ -179,7 +184,7 @@ def withdraw_support(
 
 
 def delete_messages(
-    con: Any, guild_id: str, message_ids: Sequence[str], actor: str, now: str
+    con: Connection, guild_id: str, message_ids: Sequence[str], actor: str, now: str
 ) -> DeleteCounts:
     """Erase messages of one guild: rows (and their FTS rows, via triggers),
     vectors, traces, and their support of facts. Unknown ids are skipped."""
@@ -204,7 +209,7 @@ def delete_messages(
 
 
 def edit_message(
-    con: Any,
+    con: Connection,
     guild_id: str,
     message_id: str,
     content: str,
@@ -269,7 +274,7 @@ def edit_message(
     return StoredEdit(seq, str(row["content"]), retracted)
 
 
-def current_content(con: Any, message_id: str) -> str | None:
+def current_content(con: Connection, message_id: str) -> str | None:
     """The stored text of a message, or None once it is deleted."""
     row = con.execute("SELECT content FROM messages WHERE id = ?", (message_id,)).fetchone()
     return None if row is None else str(row[0])

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+
+from memory.db.core import Connection
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class LifecycleEvent:
 
 
 def record_event(
-    con: Any,
+    con: Connection,
     kind: str,
     guild_id: str,
     message_ids: list[str],
@@ -41,7 +42,7 @@ def record_event(
     return int(cur.lastrowid)
 
 
-def narrow_event(con: Any, event_id: int, message_ids: list[str]) -> None:
+def narrow_event(con: Connection, event_id: int, message_ids: list[str]) -> None:
     """Part of an event is applied: the row keeps only the ids still to do."""
     con.execute(
         "UPDATE lifecycle_events SET message_ids = ? WHERE id = ?",
@@ -49,12 +50,12 @@ def narrow_event(con: Any, event_id: int, message_ids: list[str]) -> None:
     )
 
 
-def finish_event(con: Any, event_id: int | None) -> None:
+def finish_event(con: Connection, event_id: int | None) -> None:
     if event_id is not None:
         con.execute("DELETE FROM lifecycle_events WHERE id = ?", (event_id,))
 
 
-def unapplied_events(con: Any) -> list[LifecycleEvent]:
+def unapplied_events(con: Connection) -> list[LifecycleEvent]:
     """Events received and not applied, in the order they arrived."""
     out: list[LifecycleEvent] = []
     for r in con.execute(
@@ -69,7 +70,7 @@ def unapplied_events(con: Any) -> list[LifecycleEvent]:
     return out
 
 
-def owe_compaction(con: Any, now: str) -> None:
+def owe_compaction(con: Connection, now: str) -> None:
     """An erase in this transaction: the file is to be rewritten after it."""
     con.execute(
         "INSERT INTO lifecycle_events (kind, guild_id, received_at) VALUES ('compact', '', ?)",
@@ -77,12 +78,12 @@ def owe_compaction(con: Any, now: str) -> None:
     )
 
 
-def compaction_owed(con: Any) -> int | None:
+def compaction_owed(con: Connection) -> int | None:
     """The newest erase waiting for a rewrite of the file (its row id), or None."""
     row = con.execute("SELECT max(id) FROM lifecycle_events WHERE kind = 'compact'").fetchone()
     return None if row is None or row[0] is None else int(row[0])
 
 
-def compaction_paid(con: Any, upto: int) -> None:
+def compaction_paid(con: Connection, upto: int) -> None:
     """A rewrite that started after erase ``upto`` committed has run."""
     con.execute("DELETE FROM lifecycle_events WHERE kind = 'compact' AND id <= ?", (upto,))

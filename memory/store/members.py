@@ -4,15 +4,15 @@ them, their own messages and how many there are per channel."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from memory.db.core import Connection
+from memory.db.sql import chunks, marks
 from memory.models import Fact, StoredMessage
 from memory.store.facts import FACT_COLUMNS, row_to_fact
 from memory.store.messages import MESSAGE_COLUMNS, row_to_message
-from memory.store.sql import chunks, marks
 
 
-def facts_about(con: Any, guild_id: str, user_id: str, limit: int) -> list[Fact]:
+def facts_about(con: Connection, guild_id: str, user_id: str, limit: int) -> list[Fact]:
     """Facts whose subject is the member, current ones first, newest first."""
     rows = con.execute(
         f"SELECT {FACT_COLUMNS} FROM memory_facts WHERE guild_id = ? AND subject = ? "
@@ -22,7 +22,7 @@ def facts_about(con: Any, guild_id: str, user_id: str, limit: int) -> list[Fact]
     return [row_to_fact(r) for r in rows]
 
 
-def message_counts(con: Any, guild_id: str, user_id: str) -> dict[str, int]:
+def message_counts(con: Connection, guild_id: str, user_id: str) -> dict[str, int]:
     """The member's stored messages per channel."""
     return {
         str(r[0]): int(r[1])
@@ -34,7 +34,7 @@ def message_counts(con: Any, guild_id: str, user_id: str) -> dict[str, int]:
     }
 
 
-def messages_of(con: Any, guild_id: str, user_id: str, limit: int) -> list[StoredMessage]:
+def messages_of(con: Connection, guild_id: str, user_id: str, limit: int) -> list[StoredMessage]:
     """The member's own stored messages, oldest first."""
     rows = con.execute(
         f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE guild_id = ? AND author_id = ? "
@@ -44,7 +44,7 @@ def messages_of(con: Any, guild_id: str, user_id: str, limit: int) -> list[Store
     return [row_to_message(r) for r in rows]
 
 
-def authors_of(con: Any, guild_id: str, message_ids: Sequence[str]) -> dict[str, str]:
+def authors_of(con: Connection, guild_id: str, message_ids: Sequence[str]) -> dict[str, str]:
     """Message id → author id, for the stored ones among ``message_ids``."""
     found: dict[str, str] = {}
     for chunk in chunks(list(dict.fromkeys(message_ids))):

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory.db.core import Connection
+from memory.db.sql import IN_CHUNK, dialect_of, id_range
 from memory.models import StoredMessage
 from memory.store.fts import FtsQuery, best_ranked
 from memory.store.message_texts import highest_seq
 from memory.store.messages import messages_by_seq
-from memory.store.sql import IN_CHUNK, dialect_of, id_range
 
 
 def search_messages_fts(
-    con: Any,
+    con: Connection,
     guild_id: str,
     match: str,
     limit: int,
@@ -72,7 +73,7 @@ FTS_WINDOW_SLACK = 2
 FTS_WINDOW_MAX = 20_000
 
 
-def fts_window(con: Any, guild_rows: int, limit: int) -> int | None:
+def fts_window(con: Connection, guild_rows: int, limit: int) -> int | None:
     """How many of all guilds' best matches likely hold ``limit`` of a guild of
     ``guild_rows`` messages, matches being spread like the messages: ``limit``
     over its share of every message ever stored (the highest seq, which
@@ -86,7 +87,7 @@ def fts_window(con: Any, guild_rows: int, limit: int) -> int | None:
 
 
 def _guild_best(
-    con: Any, guild_id: str, cur: Any, limit: int
+    con: Connection, guild_id: str, cur: Any, limit: int
 ) -> tuple[list[tuple[int, StoredMessage, float]], int]:
     """The guild's first ``limit`` rows of ``cur`` (rowid, rank in rank order),
     read in batches; and how many rows of ``cur`` were read."""
@@ -113,7 +114,7 @@ def _guild_best(
 
 
 def _search_messages_tsv(
-    con: Any, guild_id: str, match: str, limit: int, lo: int | None, hi: int | None
+    con: Connection, guild_id: str, match: str, limit: int, lo: int | None, hi: int | None
 ) -> list[tuple[int, StoredMessage, float]]:
     """``search_messages_fts`` on PostgreSQL: its planner filters the guild
     while it ranks, so one statement returns the guild's best ``limit``."""

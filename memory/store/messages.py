@@ -11,10 +11,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from memory.db.core import Connection
+from memory.db.sql import chunks, dialect_of, marks, rows_in
 from memory.models import FailedMessage, IncomingMessage, StoredMessage
 from memory.store.journal_days import mark_dirty, mark_dirty_where
 from memory.store.reply_context import erase_refs, message_refs
-from memory.store.sql import chunks, dialect_of, marks, rows_in
 from memory.store.vectors import delete_message_vectors_index
 
 # Rows in one multi-row INSERT on PostgreSQL (12 values each for messages).
@@ -46,7 +47,9 @@ def row_to_message(row: Any) -> StoredMessage:
 # -- messages (the durable inbox) ---------------------------------------------
 
 
-def insert_messages(con: Any, msgs: Sequence[IncomingMessage], received_at: str) -> list[bool]:
+def insert_messages(
+    con: Connection, msgs: Sequence[IncomingMessage], received_at: str
+) -> list[bool]:
     """INSERT OR IGNORE each message; True where the row is new.
 
     A handful of set-based statements for the whole group (rows travel as one
@@ -118,7 +121,7 @@ def insert_messages(con: Any, msgs: Sequence[IncomingMessage], received_at: str)
     return out
 
 
-def _insert_rows_pg(con: Any, rows: list[list[Any]], received_at: str) -> None:
+def _insert_rows_pg(con: Connection, rows: list[list[Any]], received_at: str) -> None:
     """``insert_messages``'s writes on PostgreSQL: one multi-row statement per
     table and chunk (a statement per row would be a round trip to the server
     per row). An upsert may touch a row once per statement, so the latest
@@ -158,7 +161,7 @@ def _insert_rows_pg(con: Any, rows: list[list[Any]], received_at: str) -> None:
             con.execute(head + holes + tail, [v for row in chunk for v in row])
 
 
-def upsert_member(con: Any, guild_id: str, user_id: str, name: str, now: str) -> None:
+def upsert_member(con: Connection, guild_id: str, user_id: str, name: str, now: str) -> None:
     con.execute(
         "INSERT INTO members (guild_id, user_id, display_name, updated_at) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (guild_id, user_id) DO UPDATE SET display_name = excluded.display_name, "
@@ -167,7 +170,7 @@ def upsert_member(con: Any, guild_id: str, user_id: str, name: str, now: str) ->
     )
 
 
-def set_guild_name(con: Any, guild_id: str, name: str | None, now: str) -> None:
+def set_guild_name(con: Connection, guild_id: str, name: str | None, now: str) -> None:
     con.execute(
         "INSERT INTO guilds (guild_id, name, updated_at) VALUES (?, ?, ?) "
         "ON CONFLICT (guild_id) DO UPDATE SET name = coalesce(excluded.name, guilds.name), "
@@ -176,7 +179,9 @@ def set_guild_name(con: Any, guild_id: str, name: str | None, now: str) -> None:
     )
 
 
-def set_channel_name(con: Any, guild_id: str, channel_id: str, name: str | None, now: str) -> None:
+def set_channel_name(
+    con: Connection, guild_id: str, channel_id: str, name: str | None, now: str
+) -> None:
     con.execute(
         "INSERT INTO channels (guild_id, channel_id, name, updated_at) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (guild_id, channel_id) DO UPDATE SET "
@@ -185,14 +190,14 @@ def set_channel_name(con: Any, guild_id: str, channel_id: str, name: str | None,
     )
 
 
-def message_states(con: Any, ids: Sequence[str]) -> dict[str, tuple[str, bool]]:
+def message_states(con: Connection, ids: Sequence[str]) -> dict[str, tuple[str, bool]]:
     """id → (state, journaled) for the ids that exist."""
     sql = "SELECT id, state, journaled FROM messages WHERE id IN ({in})"
     return {r["id"]: (r["state"], bool(r["journaled"])) for r in rows_in(con, sql, list(ids))}
 
 
 def mark_messages(
-    con: Any, ids: Sequence[str], state: str, processed_at: str, reason: str | None = None
+    con: Connection, ids: Sequence[str], state: str, processed_at: str, reason: str | None = None
 ) -> None:
     con.executemany(
         "UPDATE messages SET state = ?, state_reason = ?, processed_at = ?, "
@@ -202,7 +207,7 @@ def mark_messages(
 
 
 def finish_message(
-    con: Any,
+    con: Connection,
     message_id: str,
     state: str,
     processed_at: str,
@@ -222,13 +227,13 @@ def finish_message(
 # -- failures: waiting for a retry ('retry') or given up ('failed') --------------------
 
 
-def failed_attempts(con: Any, message_id: str) -> int:
+def failed_attempts(con: Connection, message_id: str) -> int:
     row = con.execute("SELECT failed_attempts FROM messages WHERE id = ?", (message_id,)).fetchone()
     return int(row[0]) if row else 0
 
 
 def record_failure(
-    con: Any,
+    con: Connection,
     message_id: str,
     state: str,
     reason: str,
@@ -247,7 +252,7 @@ def record_failure(
 
 
 def due_retries(
-    con: Any, now: str, limit: int, after_seq: int = 0
+    con: Connection, now: str, limit: int, after_seq: int = 0
 ) -> list[tuple[int, StoredMessage]]:
     # The retry loop asks often; through the partial index, the answer costs
     # what is due, not a scan of the table.
@@ -259,7 +264,7 @@ def due_retries(
     return [(int(r["seq"]), row_to_message(r)) for r in rows]
 
 
-def next_retry_after(con: Any, now: str) -> str | None:
+def next_retry_after(con: Connection, now: str) -> str | None:
     """When the next retry not yet due is due (None: none waits)."""
     row = con.execute(
         "SELECT min(retry_at) FROM messages WHERE state = 'retry' AND retry_at > ?", (now,)
@@ -268,7 +273,7 @@ def next_retry_after(con: Any, now: str) -> str | None:
 
 
 def failed_messages(
-    con: Any, guild_id: str | None, states: Sequence[str], limit: int
+    con: Connection, guild_id: str | None, states: Sequence[str], limit: int
 ) -> list[FailedMessage]:
     marks = ",".join("?" * len(states))
     args: list[Any] = [*states]
@@ -299,7 +304,7 @@ def failed_messages(
     ]
 
 
-def requeue_failed(con: Any, now: str, guild_id: str | None = None) -> int:
+def requeue_failed(con: Connection, now: str, guild_id: str | None = None) -> int:
     """Give failed messages a fresh set of attempts, due now; how many."""
     where = "" if guild_id is None else " AND guild_id = ?"
     cur = con.execute(
@@ -310,7 +315,7 @@ def requeue_failed(con: Any, now: str, guild_id: str | None = None) -> int:
     return int(cur.rowcount)
 
 
-def unfinished_counts(con: Any, guild_ids: Sequence[str] | None = None) -> dict[str, int]:
+def unfinished_counts(con: Connection, guild_ids: Sequence[str] | None = None) -> dict[str, int]:
     """Messages per state other than done and skipped (of ``guild_ids``, or
     all): pending, dropped, retry, failed. Through the partial index of
     unfinished rows, so it costs what is unfinished, not the table."""
@@ -328,12 +333,12 @@ def unfinished_counts(con: Any, guild_ids: Sequence[str] | None = None) -> dict[
     return {r[0]: int(r[1]) for r in rows}
 
 
-def mark_journaled(con: Any, ids: Sequence[str]) -> None:
+def mark_journaled(con: Connection, ids: Sequence[str]) -> None:
     con.executemany("UPDATE messages SET journaled = 1 WHERE id = ?", [(i,) for i in ids])
 
 
 def unfinished_messages(
-    con: Any, limit: int, after_seq: int = 0, states: Sequence[str] = ("pending", "dropped")
+    con: Connection, limit: int, after_seq: int = 0, states: Sequence[str] = ("pending", "dropped")
 ) -> list[tuple[int, StoredMessage]]:
     marks = ",".join("?" * len(states))
     # Through the partial index of unfinished rows: a scan in seq order
@@ -346,7 +351,7 @@ def unfinished_messages(
     return [(int(r["seq"]), row_to_message(r)) for r in rows]
 
 
-def get_message(con: Any, guild_id: str, message_id: str) -> StoredMessage | None:
+def get_message(con: Connection, guild_id: str, message_id: str) -> StoredMessage | None:
     row = con.execute(
         f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE guild_id = ? AND id = ?",
         (guild_id, message_id),
@@ -354,7 +359,9 @@ def get_message(con: Any, guild_id: str, message_id: str) -> StoredMessage | Non
     return row_to_message(row) if row else None
 
 
-def messages_by_seq(con: Any, guild_id: str, seqs: Sequence[int]) -> dict[int, StoredMessage]:
+def messages_by_seq(
+    con: Connection, guild_id: str, seqs: Sequence[int]
+) -> dict[int, StoredMessage]:
     """This guild's messages among ``seqs``, by primary key. Without ``+`` SQLite
     (no ANALYZE statistics) answers a long ``IN`` list by walking the guild's
     whole ``messages_guild_author`` index: a cost that grows with the guild
@@ -370,7 +377,7 @@ def messages_by_seq(con: Any, guild_id: str, seqs: Sequence[int]) -> dict[int, S
     }
 
 
-def trace_ref_sql(con: Any) -> str:
+def trace_ref_sql(con: Connection) -> str:
     """The message id a message trace's ``score_parts`` JSON names (``$.ref``),
     NULL when it names none or is not JSON."""
     if dialect_of(con) == "postgresql":
@@ -379,7 +386,7 @@ def trace_ref_sql(con: Any) -> str:
     return "CASE WHEN json_valid(score_parts) THEN json_extract(score_parts, '$.ref') END"
 
 
-def erase_messages(con: Any, guild_id: str, ids: Sequence[str], seqs: Sequence[int]) -> int:
+def erase_messages(con: Connection, guild_id: str, ids: Sequence[str], seqs: Sequence[int]) -> int:
     """Erase messages of one guild (ids, with their inbox ``seqs``): their vectors,
     the traces of replies to them or by them and the traces that quote them
     (another reply retrieved them), their links in the fact history, and the

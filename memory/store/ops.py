@@ -6,13 +6,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from memory.db.changes import SettingsChanged, record
+from memory.db.core import Connection
+from memory.db.sql import chunks, marks
 from memory.models import ActionLogEntry, Trace
-from memory.store.changes import SettingsChanged, record
-from memory.store.sql import chunks, marks
 from memory.store.vectors import vector_counts
 
 
-def add_traces(con: Any, rows: Sequence[dict[str, Any]], now: str) -> int:
+def add_traces(con: Connection, rows: Sequence[dict[str, Any]], now: str) -> int:
     con.executemany(
         "INSERT INTO memory_traces (guild_id, channel_id, message_id, reply_id, fact_id, action, "
         "content, score, score_parts, memory_type, source, created_at) "
@@ -72,7 +73,7 @@ def _fact_source(fact_type: str, actor: str | None, message_source: str | None) 
 
 
 def trace_sources(
-    con: Any, guild_id: str, fact_ids: Sequence[int], message_ids: Sequence[str]
+    con: Connection, guild_id: str, fact_ids: Sequence[int], message_ids: Sequence[str]
 ) -> tuple[dict[int, str], dict[str, str]]:
     """Where each fact came from (extractor, lore, operator, member, import,
     voice: its first history row's actor, else its source message's kind),
@@ -99,7 +100,7 @@ def trace_sources(
     return facts, messages
 
 
-def traces_for_message(con: Any, guild_id: str, message_id: str) -> list[Trace]:
+def traces_for_message(con: Connection, guild_id: str, message_id: str) -> list[Trace]:
     rows = con.execute(
         f"SELECT {_TRACE_COLS} FROM memory_traces WHERE guild_id = ? "
         "AND (message_id = ? OR reply_id = ?) ORDER BY id",
@@ -108,7 +109,7 @@ def traces_for_message(con: Any, guild_id: str, message_id: str) -> list[Trace]:
     return [_row_to_trace(r) for r in rows]
 
 
-def last_traced_message(con: Any, guild_id: str, channel_id: str) -> str | None:
+def last_traced_message(con: Connection, guild_id: str, channel_id: str) -> str | None:
     row = con.execute(
         "SELECT message_id FROM memory_traces WHERE guild_id = ? AND channel_id = ? "
         "ORDER BY id DESC LIMIT 1",
@@ -117,7 +118,7 @@ def last_traced_message(con: Any, guild_id: str, channel_id: str) -> str | None:
     return row["message_id"] if row else None
 
 
-def traces_for_fact(con: Any, guild_id: str, fact_id: int, limit: int = 50) -> list[Trace]:
+def traces_for_fact(con: Connection, guild_id: str, fact_id: int, limit: int = 50) -> list[Trace]:
     rows = con.execute(
         f"SELECT {_TRACE_COLS} FROM memory_traces WHERE guild_id = ? AND fact_id = ? "
         "ORDER BY id DESC LIMIT ?",
@@ -126,7 +127,7 @@ def traces_for_fact(con: Any, guild_id: str, fact_id: int, limit: int = 50) -> l
     return [_row_to_trace(r) for r in rows]
 
 
-def recent_traces(con: Any, guild_id: str | None, limit: int) -> list[Trace]:
+def recent_traces(con: Connection, guild_id: str | None, limit: int) -> list[Trace]:
     if guild_id is None:
         rows = con.execute(
             f"SELECT {_TRACE_COLS} FROM memory_traces ORDER BY id DESC LIMIT ?", (limit,)
@@ -143,7 +144,7 @@ def recent_traces(con: Any, guild_id: str | None, limit: int) -> list[Trace]:
 
 
 def log_action(
-    con: Any,
+    con: Connection,
     kind: str,
     message: str,
     now: str,
@@ -159,7 +160,7 @@ def log_action(
     )
 
 
-def log_actions(con: Any, rows: Sequence[dict[str, Any]], now: str) -> None:
+def log_actions(con: Connection, rows: Sequence[dict[str, Any]], now: str) -> None:
     for r in rows:
         log_action(
             con,
@@ -173,7 +174,7 @@ def log_actions(con: Any, rows: Sequence[dict[str, Any]], now: str) -> None:
 
 
 def action_log(
-    con: Any,
+    con: Connection,
     *,
     kind: str | None = None,
     guild_id: str | None = None,
@@ -211,7 +212,7 @@ def action_log(
     ]
 
 
-def prune_action_log(con: Any, *, older_than: str | None, keep_rows: int, limit: int) -> int:
+def prune_action_log(con: Connection, *, older_than: str | None, keep_rows: int, limit: int) -> int:
     """Delete at most ``limit`` of the oldest rows that are older than ``older_than``
     (ISO time; None: no age limit) or beyond the newest ``keep_rows`` (0: no cap)."""
     cutoff_id = 0
@@ -232,7 +233,7 @@ def prune_action_log(con: Any, *, older_than: str | None, keep_rows: int, limit:
 # -- settings and opt-outs ---------------------------------------------------------------
 
 
-def get_guild_settings(con: Any, guild_id: str) -> dict[str, str]:
+def get_guild_settings(con: Connection, guild_id: str) -> dict[str, str]:
     return {
         r["key"]: r["value"]
         for r in con.execute(
@@ -241,14 +242,16 @@ def get_guild_settings(con: Any, guild_id: str) -> dict[str, str]:
     }
 
 
-def all_guild_settings(con: Any) -> dict[str, dict[str, str]]:
+def all_guild_settings(con: Connection) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for r in con.execute("SELECT guild_id, key, value FROM guild_settings"):
         out.setdefault(r["guild_id"], {})[r["key"]] = r["value"]
     return out
 
 
-def set_guild_setting(con: Any, guild_id: str, key: str, value: str | None, now: str) -> None:
+def set_guild_setting(
+    con: Connection, guild_id: str, key: str, value: str | None, now: str
+) -> None:
     record(con, SettingsChanged(guild_id))
     if value is None:
         con.execute("DELETE FROM guild_settings WHERE guild_id = ? AND key = ?", (guild_id, key))
@@ -261,7 +264,9 @@ def set_guild_setting(con: Any, guild_id: str, key: str, value: str | None, now:
     )
 
 
-def set_voice_opt_out(con: Any, guild_id: str, user_id: str, opted_out: bool, now: str) -> None:
+def set_voice_opt_out(
+    con: Connection, guild_id: str, user_id: str, opted_out: bool, now: str
+) -> None:
     if opted_out:
         con.execute(
             "INSERT OR IGNORE INTO voice_opt_outs (guild_id, user_id, created_at) VALUES (?, ?, ?)",
@@ -273,14 +278,14 @@ def set_voice_opt_out(con: Any, guild_id: str, user_id: str, opted_out: bool, no
         )
 
 
-def voice_opt_outs(con: Any) -> set[tuple[str, str]]:
+def voice_opt_outs(con: Connection) -> set[tuple[str, str]]:
     return {(r["guild_id"], r["user_id"]) for r in con.execute("SELECT * FROM voice_opt_outs")}
 
 
 # -- guilds and health -----------------------------------------------------------------
 
 
-def guild_overview(con: Any) -> list[dict[str, Any]]:
+def guild_overview(con: Connection) -> list[dict[str, Any]]:
     rows = con.execute(
         "SELECT g.guild_id, g.name, "
         " (SELECT count(*) FROM memory_facts f WHERE f.guild_id = g.guild_id AND f.is_active = 1)"
@@ -295,7 +300,7 @@ def guild_overview(con: Any) -> list[dict[str, Any]]:
     return [dict(zip(r.keys(), tuple(r), strict=True)) for r in rows]
 
 
-def members(con: Any, guild_id: str) -> list[dict[str, Any]]:
+def members(con: Connection, guild_id: str) -> list[dict[str, Any]]:
     rows = con.execute(
         "SELECT u.user_id, u.display_name, "
         " (SELECT count(*) FROM memory_facts f WHERE f.guild_id = u.guild_id "
@@ -306,7 +311,7 @@ def members(con: Any, guild_id: str) -> list[dict[str, Any]]:
     return [dict(zip(r.keys(), tuple(r), strict=True)) for r in rows]
 
 
-def channels(con: Any, guild_id: str) -> list[dict[str, Any]]:
+def channels(con: Connection, guild_id: str) -> list[dict[str, Any]]:
     rows = con.execute(
         "SELECT channel_id, name FROM channels WHERE guild_id = ? ORDER BY name, channel_id",
         (guild_id,),
@@ -314,13 +319,13 @@ def channels(con: Any, guild_id: str) -> list[dict[str, Any]]:
     return [dict(zip(r.keys(), tuple(r), strict=True)) for r in rows]
 
 
-def message_and_fact_counts(con: Any) -> tuple[int, int]:
+def message_and_fact_counts(con: Connection) -> tuple[int, int]:
     messages = con.execute("SELECT count(*) FROM messages").fetchone()[0]
     facts = con.execute("SELECT count(*) FROM memory_facts").fetchone()[0]
     return int(messages), int(facts)
 
 
-def health_counts(con: Any) -> dict[str, Any]:
+def health_counts(con: Connection) -> dict[str, Any]:
     active = con.execute("SELECT count(*) FROM memory_facts WHERE is_active = 1").fetchone()[0]
     total = con.execute("SELECT count(*) FROM memory_facts").fetchone()[0]
     fts_facts = con.execute("SELECT count(*) FROM memory_facts_fts").fetchone()[0]
@@ -341,7 +346,7 @@ def health_counts(con: Any) -> dict[str, Any]:
     }
 
 
-def facts_without_vector(con: Any, default_model: str | None) -> int:
+def facts_without_vector(con: Connection, default_model: str | None) -> int:
     """Active facts with no vector for their guild's embedding model (the
     guild's ``embedding_model`` setting, else ``default_model``; guilds with
     neither are not counted)."""

@@ -4,11 +4,12 @@ background embedding and re-index."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+from memory.db.core import Connection
 
 
 def facts_needing(
-    con: Any,
+    con: Connection,
     guild_id: str,
     model: str,
     ids: list[int],
@@ -32,7 +33,7 @@ def facts_needing(
 
 
 def messages_without_vector(
-    con: Any, guild_id: str, model: str, ids: list[str]
+    con: Connection, guild_id: str, model: str, ids: list[str]
 ) -> list[tuple[int, str]]:
     """(seq, content) of the messages among ``ids`` with no vector for ``model``."""
     marks = ",".join("?" * len(ids))
@@ -47,7 +48,7 @@ def messages_without_vector(
 
 
 def guild_messages_without_vector(
-    con: Any, guild_id: str, model: str, limit: int, after_seq: int = 0
+    con: Connection, guild_id: str, model: str, limit: int, after_seq: int = 0
 ) -> list[tuple[int, str]]:
     """The next ``limit`` messages of a guild after ``after_seq`` with no vector."""
     rows = con.execute(

@@ -4,8 +4,7 @@ transaction."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from memory.db.core import Connection
 from memory.models import LORE_SUBJECT, Fact
 from memory.store.facts import get_fact, set_fact_active, upsert_fact
 from memory.store.ops import log_action
@@ -14,7 +13,7 @@ CANON_TYPE = "canon"
 CANON_CONFIDENCE = 0.9
 
 
-def pinned_fact_id(con: Any, guild_id: str, message_id: str) -> int | None:
+def pinned_fact_id(con: Connection, guild_id: str, message_id: str) -> int | None:
     row = con.execute(
         "SELECT fact_id FROM canon_pins WHERE guild_id = ? AND message_id = ?",
         (guild_id, message_id),
@@ -23,7 +22,7 @@ def pinned_fact_id(con: Any, guild_id: str, message_id: str) -> int | None:
 
 
 def pin(
-    con: Any,
+    con: Connection,
     *,
     guild_id: str,
     channel_id: str,
@@ -75,7 +74,7 @@ def pin(
     return fact, True
 
 
-def unpin(con: Any, guild_id: str, message_id: str, actor: str, now: str) -> Fact | None:
+def unpin(con: Connection, guild_id: str, message_id: str, actor: str, now: str) -> Fact | None:
     """Archive the canon fact of an unpinned message (history ``archive``);
     None if the message was not canon."""
     fact_id = pinned_fact_id(con, guild_id, message_id)

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from memory.db.core import Connection
+from memory.db.sql import marks
 from memory.models import Procedure
 from memory.store import ops as store_ops
-from memory.store.sql import marks
 
 _COLS = "id, guild_id, channel_id, text, author, created_at"
 
@@ -27,7 +28,7 @@ def _row(r: Any) -> Procedure:
     )
 
 
-def in_scope(con: Any, guild_id: str, channel_id: str | None) -> list[Procedure]:
+def in_scope(con: Connection, guild_id: str, channel_id: str | None) -> list[Procedure]:
     """One scope's procedures, oldest first: the guild's (``channel_id`` None) or a channel's."""
     if channel_id is None:
         rows = con.execute(
@@ -42,7 +43,7 @@ def in_scope(con: Any, guild_id: str, channel_id: str | None) -> list[Procedure]
     return [_row(r) for r in rows]
 
 
-def of_guild(con: Any, guild_id: str) -> list[Procedure]:
+def of_guild(con: Connection, guild_id: str) -> list[Procedure]:
     """Every procedure of a guild: guild-wide first, then by channel, oldest first."""
     rows = con.execute(
         f"SELECT {_COLS} FROM procedures WHERE guild_id = ? "
@@ -52,7 +53,7 @@ def of_guild(con: Any, guild_id: str) -> list[Procedure]:
     return [_row(r) for r in rows]
 
 
-def for_channels(con: Any, guild_id: str, channel_ids: Sequence[str]) -> list[Procedure]:
+def for_channels(con: Connection, guild_id: str, channel_ids: Sequence[str]) -> list[Procedure]:
     """The guild-wide procedures, then those of ``channel_ids`` (in that order), oldest first."""
     found = in_scope(con, guild_id, None)
     ids = list(dict.fromkeys(c for c in channel_ids if c))
@@ -68,7 +69,7 @@ def for_channels(con: Any, guild_id: str, channel_ids: Sequence[str]) -> list[Pr
 
 
 def add(
-    con: Any,
+    con: Connection,
     guild_id: str,
     channel_id: str | None,
     text: str,
@@ -93,7 +94,9 @@ def add(
     return added
 
 
-def remove(con: Any, guild_id: str, procedure_id: int, actor: str, now: str) -> Procedure | None:
+def remove(
+    con: Connection, guild_id: str, procedure_id: int, actor: str, now: str
+) -> Procedure | None:
     """The removed procedure; None if the guild has none with that id."""
     row = con.execute(
         f"SELECT {_COLS} FROM procedures WHERE guild_id = ? AND id = ?", (guild_id, procedure_id)
@@ -106,7 +109,7 @@ def remove(con: Any, guild_id: str, procedure_id: int, actor: str, now: str) -> 
     return gone
 
 
-def _log(con: Any, op: str, p: Procedure, actor: str, now: str) -> None:
+def _log(con: Connection, op: str, p: Procedure, actor: str, now: str) -> None:
     where = f"channel {p.channel_id}" if p.channel_id else "guild-wide"
     store_ops.log_action(
         con,

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from memory.db.core import Connection, Database
+from memory.db.sql import chunks, marks
 from memory.models import Fact
-from memory.store.db import Database
 from memory.store.search import facts_by_ids
-from memory.store.sql import chunks, marks
 from memory.store.vectors import knn
 
 LINK_MIN = 0.6
@@ -37,7 +36,7 @@ def edge(a: int, b: int) -> tuple[int, int]:
 
 
 def neighbours(
-    con: Any,
+    con: Connection,
     model: str,
     guild_id: str,
     fact_id: int,
@@ -55,7 +54,9 @@ def neighbours(
     return out[:max_links]
 
 
-def save_links(con: Any, guild_id: str, links: dict[int, list[tuple[int, float]]], now: str) -> int:
+def save_links(
+    con: Connection, guild_id: str, links: dict[int, list[tuple[int, float]]], now: str
+) -> int:
     """Replace each fact's edges with ``links``; an edge is written only while
     both facts are active (one may have gone since the neighbours were read).
     The number of edges written."""
@@ -73,7 +74,7 @@ def save_links(con: Any, guild_id: str, links: dict[int, list[tuple[int, float]]
     return written
 
 
-def relate(con: Any, model: str, guild_id: str, fact_id: int, blob: bytes, now: str) -> int:
+def relate(con: Connection, model: str, guild_id: str, fact_id: int, blob: bytes, now: str) -> int:
     """Link ``fact_id`` to its nearest neighbours in one transaction."""
     found = neighbours(con, model, guild_id, fact_id, blob)
     return save_links(con, guild_id, {fact_id: found}, now)
@@ -86,7 +87,7 @@ async def relate_written(
     takes them). The nearest-neighbour searches run on a reader, so the
     writer thread only inserts the edges."""
 
-    def find(con: Any) -> dict[str, dict[int, list[tuple[int, float]]]]:
+    def find(con: Connection) -> dict[str, dict[int, list[tuple[int, float]]]]:
         out: dict[str, dict[int, list[tuple[int, float]]]] = {}
         for fact_id, guild_id, _hash, blob in rows:
             out.setdefault(guild_id, {})[fact_id] = neighbours(con, model, guild_id, fact_id, blob)
@@ -100,7 +101,7 @@ async def relate_written(
 
 
 def related_of(
-    con: Any, guild_id: str, fact_ids: Iterable[int], limit_each: int = MAX_LINKS
+    con: Connection, guild_id: str, fact_ids: Iterable[int], limit_each: int = MAX_LINKS
 ) -> list[Related]:
     """The edges of ``fact_ids`` to active facts, strongest first per fact."""
     out: list[Related] = []
@@ -125,7 +126,7 @@ def related_of(
     return out
 
 
-def all_edges(con: Any, guild_id: str) -> list[tuple[int, int, float]]:
+def all_edges(con: Connection, guild_id: str) -> list[tuple[int, int, float]]:
     return [
         (int(r[0]), int(r[1]), float(r[2]))
         for r in con.execute(
@@ -135,7 +136,7 @@ def all_edges(con: Any, guild_id: str) -> list[tuple[int, int, float]]:
     ]
 
 
-def related_facts(con: Any, guild_id: str, fact_id: int) -> list[tuple[Fact, float]]:
+def related_facts(con: Connection, guild_id: str, fact_id: int) -> list[tuple[Fact, float]]:
     """The active facts related to ``fact_id``, strongest first, with the strength."""
     links = related_of(con, guild_id, [fact_id])
     found = facts_by_ids(con, guild_id, [r.other_id for r in links])

@@ -1,6 +1,6 @@
 """SQL for reply contexts: what one reply's model saw, kept for the operator.
 
-A context is bounded JSON (see ``memory.reply_record``). Its refs name the
+A context is bounded JSON (see ``memory.reply.record``). Its refs name the
 messages (``m:<id>``), facts (``f:<id>``) and members (``u:<id>``) whose
 words it holds: erasing any of them erases every context that holds them.
 A guild keeps its newest ``keep`` contexts.
@@ -12,13 +12,14 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memory.store.sql import chunks, marks
+from memory.db.core import Connection
+from memory.db.sql import chunks, marks
 
 DEFAULT_KEEP = 500
 
 
 def add_context(
-    con: Any,
+    con: Connection,
     *,
     guild_id: str,
     channel_id: str | None,
@@ -50,7 +51,7 @@ def add_context(
     return context_id
 
 
-def context_for_message(con: Any, guild_id: str, message_id: str) -> dict[str, Any] | None:
+def context_for_message(con: Connection, guild_id: str, message_id: str) -> dict[str, Any] | None:
     """The newest context of the reply to ``message_id`` (or of reply ``message_id``)."""
     row = con.execute(
         "SELECT context, reply_id, created_at FROM reply_contexts WHERE guild_id = ? "
@@ -65,7 +66,7 @@ def context_for_message(con: Any, guild_id: str, message_id: str) -> dict[str, A
     return context
 
 
-def erase_refs(con: Any, guild_id: str, refs: Sequence[str]) -> int:
+def erase_refs(con: Connection, guild_id: str, refs: Sequence[str]) -> int:
     """Delete the contexts that hold any of ``refs``; how many went."""
     gone = 0
     for chunk in chunks(list(refs)):

@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memory.store.changes import SettingsChanged, record
+from memory.db.changes import SettingsChanged, record
+from memory.db.core import Connection
+from memory.db.sql import chunks, dialect_of
+from memory.db.sqlite.driver import ordinary_tables
 from memory.store.journal_days import mark_dirty_where
-from memory.store.sql import chunks, dialect_of
-from memory.store.sqlite import ordinary_tables
 from memory.store.vectors import delete_fact_vectors_index, delete_message_vectors_index
 
 GUILD = ""  # the user_id of a guild's own timer
@@ -27,7 +28,9 @@ class RetentionTimer:
     due_at: str
 
 
-def set_timer(con: Any, guild_id: str, user_id: str, action: str, due_at: str, now: str) -> None:
+def set_timer(
+    con: Connection, guild_id: str, user_id: str, action: str, due_at: str, now: str
+) -> None:
     """(Re)start a timer; a later leave replaces an earlier one."""
     con.execute(
         "INSERT INTO retention_timers (guild_id, user_id, action, due_at, created_at) "
@@ -37,7 +40,7 @@ def set_timer(con: Any, guild_id: str, user_id: str, action: str, due_at: str, n
     )
 
 
-def cancel_timer(con: Any, guild_id: str, user_id: str) -> RetentionTimer | None:
+def cancel_timer(con: Connection, guild_id: str, user_id: str) -> RetentionTimer | None:
     """Delete a timer; the one deleted, or None."""
     row = con.execute(
         "DELETE FROM retention_timers WHERE guild_id = ? AND user_id = ? "
@@ -47,7 +50,7 @@ def cancel_timer(con: Any, guild_id: str, user_id: str) -> RetentionTimer | None
     return None if row is None else RetentionTimer(*(str(v) for v in row))
 
 
-def finish_timer(con: Any, timer: RetentionTimer) -> bool:
+def finish_timer(con: Connection, timer: RetentionTimer) -> bool:
     """Delete a timer that ran, unless it was set again meanwhile; whether it was."""
     cur = con.execute(
         "DELETE FROM retention_timers WHERE guild_id = ? AND user_id = ? AND due_at = ?",
@@ -57,7 +60,7 @@ def finish_timer(con: Any, timer: RetentionTimer) -> bool:
 
 
 def timers(
-    con: Any, guild_id: str | None = None, due_by: str | None = None
+    con: Connection, guild_id: str | None = None, due_by: str | None = None
 ) -> list[RetentionTimer]:
     """Timers (of one guild; due by a time), soonest first."""
     sql = "SELECT guild_id, user_id, action, due_at FROM retention_timers WHERE 1 = 1"
@@ -73,14 +76,14 @@ def timers(
     ]
 
 
-def has_timer(con: Any, guild_id: str, user_id: str) -> bool:
+def has_timer(con: Connection, guild_id: str, user_id: str) -> bool:
     row = con.execute(
         "SELECT 1 FROM retention_timers WHERE guild_id = ? AND user_id = ?", (guild_id, user_id)
     ).fetchone()
     return row is not None
 
 
-def still_due(con: Any, timer: RetentionTimer) -> bool:
+def still_due(con: Connection, timer: RetentionTimer) -> bool:
     row = con.execute(
         "SELECT 1 FROM retention_timers WHERE guild_id = ? AND user_id = ? AND due_at = ?",
         (timer.guild_id, timer.user_id, timer.due_at),
@@ -88,7 +91,7 @@ def still_due(con: Any, timer: RetentionTimer) -> bool:
     return row is not None
 
 
-def _guild_tables(con: Any) -> list[str]:
+def _guild_tables(con: Connection) -> list[str]:
     """Ordinary tables with a ``guild_id`` column (not virtual tables, whose
     rows go with their base rows, nor their shadow tables)."""
     if dialect_of(con) == "postgresql":
@@ -103,7 +106,7 @@ def _guild_tables(con: Any) -> list[str]:
     return out
 
 
-def _guild_tables_pg(con: Any) -> list[str]:
+def _guild_tables_pg(con: Connection) -> list[str]:
     """``_guild_tables`` on PostgreSQL: the schema's tables with a ``guild_id``."""
     rows = con.execute(
         "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
@@ -112,7 +115,7 @@ def _guild_tables_pg(con: Any) -> list[str]:
     return [str(r[0]) for r in rows if str(r[0]) not in KEPT_BY_PURGE]
 
 
-def purge_guild(con: Any, guild_id: str) -> dict[str, int]:
+def purge_guild(con: Connection, guild_id: str) -> dict[str, int]:
     """Delete every row any table holds for ``guild_id`` (FTS rows follow by
     trigger, vector index rows are deleted first); rows per table."""
     record(con, SettingsChanged(guild_id))

@@ -8,7 +8,8 @@ in the same transaction as the change, whatever the write path."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from memory.db.core import Connection
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,12 @@ class ChangeRow:
     is_current: bool
 
 
-def current_rev(con: Any, guild_id: str) -> int:
+def current_rev(con: Connection, guild_id: str) -> int:
     row = con.execute("SELECT rev FROM guild_revisions WHERE guild_id = ?", (guild_id,)).fetchone()
     return int(row[0]) if row else 0
 
 
-def changes_since(con: Any, guild_id: str, rev: int, limit: int = 200) -> list[ChangeRow]:
+def changes_since(con: Connection, guild_id: str, rev: int, limit: int = 200) -> list[ChangeRow]:
     """The guild's changes after ``rev``, newest first, at most ``limit``."""
     rows = con.execute(
         "SELECT c.rev, c.fact_id, c.event, c.created_at, f.fact, f.channel_id, "
@@ -51,7 +52,7 @@ def changes_since(con: Any, guild_id: str, rev: int, limit: int = 200) -> list[C
     ]
 
 
-def see_rev(con: Any, guild_id: str, channel_id: str, now: str) -> tuple[int | None, int]:
+def see_rev(con: Connection, guild_id: str, channel_id: str, now: str) -> tuple[int | None, int]:
     """Note that a reply in ``channel_id`` sees the guild's current revision;
     returns (the revision the channel's previous reply saw or None, the current one)."""
     row = con.execute(

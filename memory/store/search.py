@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from memory.db.core import Connection
+from memory.db.sql import chunks, id_range, marks, rows_in
 from memory.models import Fact, StoredMessage
 from memory.store.fact_time import valid_clause
 from memory.store.facts import FACT_COLUMNS, row_to_fact
 from memory.store.fts import FtsQuery, best_ranked
-from memory.store.sql import chunks, id_range, marks, rows_in
 
 
-def member_rows(con: Any, guild_id: str) -> list[tuple[str, str]]:
+def member_rows(con: Connection, guild_id: str) -> list[tuple[str, str]]:
     rows = con.execute(
         "SELECT user_id, display_name FROM members WHERE guild_id = ?", (guild_id,)
     ).fetchall()
@@ -25,7 +26,7 @@ def member_rows(con: Any, guild_id: str) -> list[tuple[str, str]]:
 
 
 def facts_by_ids(
-    con: Any, guild_id: str, ids: Sequence[int], as_of: str | None = None
+    con: Connection, guild_id: str, ids: Sequence[int], as_of: str | None = None
 ) -> dict[int, Fact]:
     """This guild's facts among ``ids``, by primary key. Without ``+`` SQLite (no ANALYZE
     statistics) walks the guild's whole ``facts_guild`` index to find a few
@@ -40,7 +41,7 @@ def facts_by_ids(
 
 
 def recent_subject_facts(
-    con: Any, guild_id: str, subjects: Sequence[str], limit: int, as_of: str | None = None
+    con: Connection, guild_id: str, subjects: Sequence[str], limit: int, as_of: str | None = None
 ) -> list[Fact]:
     """The newest active facts about ``subjects``, through the ``facts_subject`` index. Left
     to itself SQLite orders by the ``facts_guild`` index and filters the
@@ -58,7 +59,7 @@ def recent_subject_facts(
 
 
 def adjacent_seqs(
-    con: Any, guild_id: str, items: Sequence[tuple[int, StoredMessage]]
+    con: Connection, guild_id: str, items: Sequence[tuple[int, StoredMessage]]
 ) -> dict[int, tuple[int | None, int | None]]:
     """seq → (previous seq, next seq) in the same channel, by time then seq.
 
@@ -92,7 +93,7 @@ def adjacent_seqs(
 
 
 def fts_fact_ranks(
-    con: Any,
+    con: Connection,
     guild_id: str,
     match: str,
     limit: int,

@@ -6,7 +6,7 @@ embedding model, partitioned by guild so a KNN scans only that guild. The fact
 index holds active facts only, so archived facts never take KNN slots.
 
 Every change to a vec0 index is also recorded as a change event
-(``memory.store.changes``): the in-memory matrices of ``memory.retrieval``
+(``memory.db.changes``): the in-memory matrices of ``memory.retrieval``
 mirror the vec0 indexes through these events, which the database delivers
 once the transaction has committed.
 """
@@ -14,12 +14,13 @@ once the transaction has committed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from memory.store.changes import VectorKind, VectorsPut, VectorsRemoved, record
-from memory.store.sql import dialect_of, rows_in
+from memory.db.changes import VectorKind, VectorsPut, VectorsRemoved, record
+from memory.db.core import Connection
+from memory.db.sql import dialect_of, rows_in
 
 # Per kind: the blob table, its id column (also the vec0 index's), the vec0 index's prefix.
 _TABLES: dict[VectorKind, tuple[str, str, str]] = {
@@ -29,31 +30,34 @@ _TABLES: dict[VectorKind, tuple[str, str, str]] = {
 
 
 def _put(
-    con: Any, kind: VectorKind, model: str, by_guild: dict[str, tuple[list[int], list[bytes]]]
+    con: Connection,
+    kind: VectorKind,
+    model: str,
+    by_guild: dict[str, tuple[list[int], list[bytes]]],
 ) -> None:
     for guild_id, (ids, blobs) in by_guild.items():
         if ids:
             record(con, VectorsPut(kind, model, guild_id, tuple(ids), tuple(blobs)))
 
 
-def _removed(con: Any, kind: VectorKind, ids: Sequence[int]) -> None:
+def _removed(con: Connection, kind: VectorKind, ids: Sequence[int]) -> None:
     if ids:
         record(con, VectorsRemoved(kind, tuple(int(i) for i in ids)))
 
 
-def _model_row(con: Any, model: str) -> tuple[int, int] | None:
+def _model_row(con: Connection, model: str) -> tuple[int, int] | None:
     row = con.execute("SELECT id, dims FROM embedding_models WHERE model = ?", (model,)).fetchone()
     return (int(row["id"]), int(row["dims"])) if row else None
 
 
-def ensure_model(con: Any, model: str, dims: int, now: str) -> int:
+def ensure_model(con: Connection, model: str, dims: int, now: str) -> int:
     """Register a model and create its vec0 indexes; returns the model's number."""
     found = _model_row(con, model)
     if found is None and dialect_of(con) == "postgresql":
         # Another process may be registering the same model in a transaction
         # of its own: wait for it (the lock is held to our commit), then look
         # again, so the second process finds the row instead of colliding.
-        con.execute_native("LOCK TABLE embedding_models IN SHARE ROW EXCLUSIVE MODE")
+        cast(Any, con).execute_native("LOCK TABLE embedding_models IN SHARE ROW EXCLUSIVE MODE")
         found = _model_row(con, model)
     if found is not None:
         if found[1] != dims:
@@ -80,7 +84,7 @@ def ensure_model(con: Any, model: str, dims: int, now: str) -> int:
     return n
 
 
-def _create_pg_indexes(con: Any, n: int, dims: int) -> None:
+def _create_pg_indexes(con: Connection, n: int, dims: int) -> None:
     """PostgreSQL's counterpart of the two vec0 indexes: pgvector columns of the
     model's width, with a B-tree on the guild, so a KNN is an exact scan of one
     guild's rows (no approximate index: recall stays 1)."""
@@ -92,7 +96,7 @@ def _create_pg_indexes(con: Any, n: int, dims: int) -> None:
         con.execute(f"CREATE INDEX {table}_guild ON {table} (guild_id)")
 
 
-def index_value(con: Any, blob: bytes) -> Any:
+def index_value(con: Connection, blob: bytes) -> Any:
     """A float32 blob as the index column takes it: the blob for vec0, pgvector's
     text form for PostgreSQL."""
     if dialect_of(con) != "postgresql":
@@ -101,12 +105,12 @@ def index_value(con: Any, blob: bytes) -> Any:
     return "[" + ",".join(format(float(v), ".9g") for v in values) + "]"
 
 
-def model_number(con: Any, model: str) -> int | None:
+def model_number(con: Connection, model: str) -> int | None:
     found = _model_row(con, model)
     return found[0] if found else None
 
 
-def all_models(con: Any) -> list[tuple[int, str, int]]:
+def all_models(con: Connection) -> list[tuple[int, str, int]]:
     return [
         (int(r["id"]), r["model"], int(r["dims"]))
         for r in con.execute("SELECT id, model, dims FROM embedding_models ORDER BY id")
@@ -114,7 +118,7 @@ def all_models(con: Any) -> list[tuple[int, str, int]]:
 
 
 def put_fact_vectors(
-    con: Any, model: str, dims: int, rows: Sequence[tuple[int, str, str, bytes]], now: str
+    con: Connection, model: str, dims: int, rows: Sequence[tuple[int, str, str, bytes]], now: str
 ) -> int:
     """rows: (fact_id, guild_id, content_hash, float32 blob). Skips facts that no
     longer exist (deleted while the embedding was computed)."""
@@ -153,7 +157,7 @@ def put_fact_vectors(
 
 
 def put_message_vectors(
-    con: Any, model: str, dims: int, rows: Sequence[tuple[int, str, bytes]], now: str
+    con: Connection, model: str, dims: int, rows: Sequence[tuple[int, str, bytes]], now: str
 ) -> int:
     """rows: (message seq, guild_id, float32 blob)."""
     n = ensure_model(con, model, dims, now)
@@ -184,7 +188,7 @@ def put_message_vectors(
     return written
 
 
-def index_fact_vector_if_present(con: Any, fact_id: int) -> None:
+def index_fact_vector_if_present(con: Connection, fact_id: int) -> None:
     """Put a re-activated fact's stored vectors back into the KNN indexes."""
     for r in con.execute(
         "SELECT v.model, v.guild_id, v.embedding, m.id AS n FROM memory_fact_vectors v "
@@ -200,7 +204,7 @@ def index_fact_vector_if_present(con: Any, fact_id: int) -> None:
         _put(con, "facts", r["model"], {r["guild_id"]: ([fact_id], [bytes(r["embedding"])])})
 
 
-def delete_fact_vectors_index(con: Any, fact_ids: Sequence[int]) -> None:
+def delete_fact_vectors_index(con: Connection, fact_ids: Sequence[int]) -> None:
     if not fact_ids:
         return
     for n, _model, _dims in all_models(con):
@@ -208,7 +212,7 @@ def delete_fact_vectors_index(con: Any, fact_ids: Sequence[int]) -> None:
     _removed(con, "facts", fact_ids)
 
 
-def delete_message_vectors_index(con: Any, seqs: Sequence[int]) -> None:
+def delete_message_vectors_index(con: Connection, seqs: Sequence[int]) -> None:
     if not seqs:
         return
     for n, _model, _dims in all_models(con):
@@ -217,7 +221,7 @@ def delete_message_vectors_index(con: Any, seqs: Sequence[int]) -> None:
 
 
 def knn(
-    con: Any, kind: VectorKind, model: str, guild_id: str, query: bytes, k: int
+    con: Connection, kind: VectorKind, model: str, guild_id: str, query: bytes, k: int
 ) -> list[tuple[int, float]]:
     """(id, cosine distance) of the k nearest vectors of one guild in the vec0
     index of ``kind`` (active facts, or messages), nearest first."""
@@ -240,12 +244,12 @@ def knn(
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-def model_dims(con: Any, model: str) -> int | None:
+def model_dims(con: Connection, model: str) -> int | None:
     found = _model_row(con, model)
     return found[1] if found else None
 
 
-def count_vectors(con: Any, kind: VectorKind, model: str, guild_id: str) -> int:
+def count_vectors(con: Connection, kind: VectorKind, model: str, guild_id: str) -> int:
     """How many vectors the vec0 index of ``kind`` holds for one guild (its
     partition): active facts with a vector, or messages with a vector."""
     if kind == "facts":
@@ -259,7 +263,7 @@ def count_vectors(con: Any, kind: VectorKind, model: str, guild_id: str) -> int:
 
 
 def load_vectors(
-    con: Any, kind: VectorKind, model: str, guild_id: str, dims: int
+    con: Connection, kind: VectorKind, model: str, guild_id: str, dims: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(ids, float32 matrix) of one guild's vectors — what its vec0 partition holds."""
     if kind == "facts":
@@ -285,7 +289,9 @@ def load_vectors(
     return np.asarray(ids, dtype=np.int64), matrix
 
 
-def stored_vectors(con: Any, kind: VectorKind, model: str, ids: Sequence[int]) -> dict[int, bytes]:
+def stored_vectors(
+    con: Connection, kind: VectorKind, model: str, ids: Sequence[int]
+) -> dict[int, bytes]:
     """id → stored vector blob, for the ids of ``kind`` that have one for ``model``."""
     table, id_col, _ = _TABLES[kind]
     sql = f"SELECT {id_col}, embedding FROM {table} WHERE model = ? AND {id_col} IN ({{in}})"
@@ -293,7 +299,7 @@ def stored_vectors(con: Any, kind: VectorKind, model: str, ids: Sequence[int]) -
 
 
 def facts_missing_vectors(
-    con: Any, model: str, limit: int, guild_id: str | None = None
+    con: Connection, model: str, limit: int, guild_id: str | None = None
 ) -> list[tuple[int, str, str, str | None, str]]:
     """(fact_id, fact_type, fact, evidence, guild_id) of active facts with no vector."""
     args: list[Any] = [model]
@@ -313,7 +319,7 @@ def facts_missing_vectors(
     ]
 
 
-def messages_missing_vectors(con: Any, model: str, limit: int) -> list[tuple[int, str, str]]:
+def messages_missing_vectors(con: Connection, model: str, limit: int) -> list[tuple[int, str, str]]:
     """(seq, guild_id, content) of messages with no vector for this model."""
     rows = con.execute(
         "SELECT m.seq, m.guild_id, m.content FROM messages m "
@@ -324,7 +330,7 @@ def messages_missing_vectors(con: Any, model: str, limit: int) -> list[tuple[int
     return [(int(r["seq"]), r["guild_id"], r["content"]) for r in rows]
 
 
-def vector_counts(con: Any) -> dict[str, dict[str, int]]:
+def vector_counts(con: Connection) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for n, model, _dims in all_models(con):
         facts = con.execute(

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory.store.sql import marks
+from memory.db.core import Connection
+from memory.db.sql import marks
 
 # Before the trigger: an earlier time, or the same millisecond and a smaller
 # snowflake (ids of one millisecond have the same length, so text order is
@@ -37,7 +38,7 @@ class WindowRow:
 
 
 def recent_messages(
-    con: Any,
+    con: Connection,
     guild_id: str,
     channel_id: str,
     before: str,
@@ -60,7 +61,7 @@ def recent_messages(
 
 
 def recent_bot_replies(
-    con: Any, guild_id: str, channel_id: str, before: str, before_id: str, limit: int
+    con: Connection, guild_id: str, channel_id: str, before: str, before_id: str, limit: int
 ) -> list[WindowRow]:
     """The bot's last ``limit`` replies in the channel before (``before``,
     ``before_id``), newest first."""
@@ -74,7 +75,7 @@ def recent_bot_replies(
     return [_row(r, True) for r in rows]
 
 
-def stored_message(con: Any, guild_id: str, message_id: str) -> WindowRow | None:
+def stored_message(con: Connection, guild_id: str, message_id: str) -> WindowRow | None:
     """One inbox message by id (a thread's starter, which lives in the parent channel)."""
     row = con.execute(
         "SELECT id, channel_id, author_id, author_name, content, created_at FROM messages "
@@ -97,7 +98,7 @@ def _row(r: Any, own: bool) -> WindowRow:
 
 
 def insert_bot_reply(
-    con: Any,
+    con: Connection,
     *,
     guild_id: str,
     channel_id: str,
@@ -123,7 +124,7 @@ def insert_bot_reply(
     )
 
 
-def forget_replies_to(con: Any, guild_id: str, user_id: str) -> int:
+def forget_replies_to(con: Connection, guild_id: str, user_id: str) -> int:
     """Erase the bot's replies to a member (they answer, and may repeat, that member)."""
     cur = con.execute(
         "DELETE FROM bot_replies WHERE guild_id = ? AND to_user_id = ?", (guild_id, user_id)
