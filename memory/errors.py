@@ -2,7 +2,7 @@
 
 GuildloreError
 ├── ConfigError          bad settings, refused at start-up
-├── StorageError         SQLite / sqlite-vec trouble
+├── StorageError         the database (SQLite or PostgreSQL) could not do what was asked
 │   └── MigrationError
 ├── ExtractionError      an extractor's transport or parse failure
 ├── DecisionError        the LLM write decision failed (the offline rules decide)

@@ -60,13 +60,19 @@ def request(
     )
 
 
-async def compose(mem: Memory, fake: FakeOpenAI, req: ReplyRequest) -> ReplyResult:
-    chat = ChatModel(fake.client(), "gpt-4o-mini", timeout_s=2.0)
+async def compose(
+    mem: Memory, fake: FakeOpenAI, req: ReplyRequest, chat: ChatModel | None = None
+) -> ReplyResult:
+    """One reply; ``chat``: the process's chat model when a test follows what
+    it learns from one reply to the next (as the bot keeps one)."""
+    own = chat is None
+    chat = chat or ChatModel(fake.client(), "gpt-4o-mini", timeout_s=2.0)
     try:
         return await compose_reply(mem, chat, req, persona=PERSONA, temperature=0.7, max_tokens=700)
     finally:
-        # On this loop: a client collected later closes on a dead loop and logs an error.
-        await chat.client.close()
+        if own:
+            # On this loop: a client collected later closes on a dead loop and logs an error.
+            await chat.client.close()
 
 
 async def say(mem: Memory, text: str, **kw: Any) -> str:
@@ -429,13 +435,15 @@ async def test_a_model_that_writes_the_call_as_text_gets_the_directive_from_then
         reply_json("You hike [M1]."),
         reply_json("Hello."),
     )
-    result = await compose(mem, fake_openai, request("what do I do on weekends?"))
+    chat = ChatModel(fake_openai.client(), "gpt-4o-mini", timeout_s=2.0)
+    result = await compose(mem, fake_openai, request("what do I do on weekends?"), chat)
     assert result.text == "You hike [M1]." and result.mode == "directive"
     assert result.offered_tool
     first, follow = (r.body for r in fake_openai.chat_requests())
     assert "tools" in first and "tools" not in follow
     assert "[M1] Alice loves hiking in the Alps." in follow["messages"][-1]["content"]
     assert [c.via for c in result.calls] == ["directive"]
-    await compose(mem, fake_openai, request("hi"))
+    await compose(mem, fake_openai, request("hi"), chat)
+    await chat.client.close()
     third = fake_openai.chat_requests()[2].body
     assert "tools" not in third and "memoryLookupQuery" in third["messages"][0]["content"]

@@ -359,8 +359,9 @@ class EmbeddingService:
     async def _embed(
         self, emb: Embedder, texts: list[str], *, background: bool = True
     ) -> np.ndarray:
-        """Background work (facts, messages, re-index) runs on a low-priority thread when
-        computed locally; a query (someone waits for a reply) keeps the normal path."""
+        """Background work (facts, messages, re-index) runs on a low-priority
+        thread when the embedder computes locally; a query (someone is waiting
+        for a reply) keeps the embedder's own, normal-priority path."""
         self.stats.calls += 1
         if not background and isinstance(emb, QueryEmbedder):  # e5: the "query: " side
             return await emb.embed_queries(texts)
