@@ -80,6 +80,27 @@ class Tracer:
         return list(self.files)
 
 
+# Top-down: the adapters, the facade, the engine's roles, the machinery from
+# the write path to the database, then the ground floor everything stands on.
+LAYERS = (
+    ("the adapter", ("bot/", "dashboard/")),
+    ("the facade", ("memory/engine.py",)),
+    ("the engine's roles", ("memory/roles/",)),
+    ("ingest", ("memory/ingest/",)),
+    ("extraction", ("memory/extract/",)),
+    ("retrieval", ("memory/retrieval/",)),
+    ("embeddings", ("memory/embed/",)),
+    ("the journal and the snapshot", ("memory/journal.py", "memory/snapshot")),
+    ("the tables' SQL", ("memory/store/",)),
+    ("the database", ("memory/db/",)),
+    ("the ground floor", ("memory/",)),
+)
+
+
+def layer_of(name: str) -> int:
+    return next(i for i, (_, prefixes) in enumerate(LAYERS) if name.startswith(prefixes))
+
+
 def _lines(name: str) -> int:
     return len((ROOT / name).read_text(encoding="utf-8").splitlines())
 
@@ -191,14 +212,20 @@ def main(argv: list[str] | None = None) -> int:
             f"{sum(r['lines'] for r in rows)} lines"
         )
         if args.markdown:
-            show("\n| # | file | lines |\n|---|---|---|")
+            show("\n| layer | files (lines) |\n|---|---|")
+            ordered = sorted(rows, key=lambda r: layer_of(r["file"]))
+            for i, (label, _) in enumerate(LAYERS):
+                here = [r for r in ordered if layer_of(r["file"]) == i]
+                if here:
+                    cells = ", ".join(
+                        f"`{r['file']}` ({r['lines']}{'' if r['new'] else ', again'})"
+                        for r in here
+                    )
+                    show(f"| {label} | {cells} |")
+            continue
         for i, r in enumerate(rows, 1):
             mark = "" if r["new"] else " (again)"
-            show(
-                f"| {i} | `{r['file']}`{mark} | {r['lines']} |"
-                if args.markdown
-                else f"  {i:3d}  {r['lines']:5d}  {r['file']}{mark}"
-            )
+            show(f"  {i:3d}  {r['lines']:5d}  {r['file']}{mark}")
     show(f"\nin all: {out['total_files']} files, {out['total_lines']} lines")
     return 0
 
