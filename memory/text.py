@@ -22,7 +22,7 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # They carry no meaning for matching and are the usual way to smuggle a word
 # past a filter ("ign\u061core"). Ranges copied from DerivedCoreProperties.txt
 # of Unicode 14.0.0, the version of Python 3.11's ``unicodedata``
-# (``unicodedata.unidata_version``); tests/test_guards.py checks them against
+# (``unicodedata.unidata_version``); tests/extract/test_guards.py checks them against
 # ``unicodedata``'s general categories. The variation selectors (U+180B–180D,
 # 180F, FE00–FE0F, E0100–E01EF) are all inside these ranges.
 DEFAULT_IGNORABLE_RANGES: tuple[tuple[int, int], ...] = (

@@ -492,7 +492,7 @@ async def test_a_fact_hit_counts_as_every_message_it_was_observed_in(make_memory
     noop): the harness credits both messages, the newest first, where it once
     credited only the first source."""
     from tests.helpers import ALICE, GUILD, msg
-    from tests.test_decision import ingest
+    from tests.ingest.test_decision import ingest
 
     mem = await make_memory()
     older = msg("I live in Lisbon.", author=ALICE, created_at="2026-01-05T10:00:00+00:00")
