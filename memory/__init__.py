@@ -38,6 +38,7 @@ from memory.conversation import ReplyRequest, ReplyResult, compose_reply
 from memory.conversation_window import record_bot_reply
 from memory.diagnostics import (
     check_local_model,
+    check_local_tokenizer,
     database_status,
     embedding_dims,
     inbox_status,
@@ -129,6 +130,7 @@ __all__ = [
     "Trace",
     "build_clients",
     "check_local_model",
+    "check_local_tokenizer",
     "compose_reply",
     "database_status",
     "inbox_status",
