@@ -192,7 +192,9 @@ def test_the_tokenizer_is_our_package_data_with_its_licence() -> None:
 
 
 def test_vectors_are_identical_to_the_ones_made_with_the_previous_tokenizer() -> None:
-    reference = np.load(Path(__file__).parent / "data" / "minilm-reference-vectors.npy")
+    # tests/data, wherever in tests/ this module lives.
+    tests = next(p for p in Path(__file__).resolve().parents if p.name == "tests")
+    reference = np.load(tests / "data" / "minilm-reference-vectors.npy")
     emb = LocalMiniLMEmbedder(threads=2, batch_size=8)
     try:
         vectors = emb.embed_sync(REFERENCE_TEXTS)
