@@ -70,7 +70,7 @@ guildlore run: no Discord bot token. Set DISCORD_TOKEN in the environment:
     guildlore run
 
 Get a token at https://discord.com/developers/applications → your application →
-Bot → Reset Token (README.md walks through creating the application,
+Bot → Reset Token (docs/operating/discord.md walks through creating the application,
 the intents to enable and the invite link). The token is read only from the
 environment, never from the config file.
 

@@ -1,7 +1,7 @@
 """Process settings: declared once, merged once, validated once at start-up.
 
 Every setting is a field of ``Settings`` with its default and help text; the
-README table is generated from this declaration (``scripts/settings_table.py``).
+settings table of docs/operating/settings.md is generated from this declaration (``scripts/settings_table.py``).
 Values come from, lowest to highest priority::
 
     defaults  ←  TOML file (--config or GUILDLORE_CONFIG)  ←  environment  ←  CLI flags

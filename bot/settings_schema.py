@@ -1,8 +1,8 @@
 """The settings declaration: every setting ``guildlore run`` understands, with
 its default, TOML section, environment name and help text (``Settings``).
 
-bot/settings.py loads and validates values against it; the README table is
-generated from it (``scripts/settings_table.py``).
+bot/settings.py loads and validates values against it; the table in
+docs/operating/settings.md is generated from it (``scripts/settings_table.py``).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def setting(
 
 
 class Settings(BaseModel):
-    """Everything the ``run`` process can be told. See README.md."""
+    """Everything the ``run`` process can be told. See docs/operating/settings.md."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 

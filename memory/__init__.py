@@ -37,6 +37,7 @@ from memory.db.sqlite.driver import capabilities as sqlite_capabilities
 from memory.db.url import redact_url
 from memory.diagnostics import (
     check_local_model,
+    check_local_tokenizer,
     database_status,
     embedding_dims,
     inbox_status,
@@ -129,6 +130,7 @@ __all__ = [
     "Trace",
     "build_clients",
     "check_local_model",
+    "check_local_tokenizer",
     "compose_reply",
     "database_status",
     "inbox_status",

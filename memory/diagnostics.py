@@ -18,7 +18,12 @@ from memory.config import LLMConfig
 from memory.db.sqlite import driver as sqlite
 from memory.db.sqlite.migrations import MIGRATIONS, recorded
 from memory.embed.base import provider_default_model, resolve_embedding_model
-from memory.embed.local import LOCAL_MODEL_ID, LocalMiniLMEmbedder
+from memory.embed.local import (
+    LOCAL_MODEL_ID,
+    LocalMiniLMEmbedder,
+    default_tokenizer_path,
+    load_tokenizer,
+)
 from memory.llm import make_openai_client
 from memory.store import messages, ops
 
@@ -162,6 +167,28 @@ class LocalModelCheck:
     dims: int = 0
     norm: float = 0.0
     seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class TokenizerCheck:
+    """The bundled tokenizer verified and loaded: ``error`` when it could not,
+    else its vocabulary size and the tokens of a test sentence."""
+
+    path: Path
+    error: str | None
+    vocab: int = 0
+    tokens: int = 0
+
+
+def check_local_tokenizer() -> TokenizerCheck:
+    """Verify and load the tokenizer shipped as package data (blocking, fast)."""
+    path = default_tokenizer_path()
+    try:
+        tok = load_tokenizer(path)
+        ids = tok.encode("guildlore doctor test sentence").ids
+    except Exception as exc:  # a broken install must be reported, not crash the check
+        return TokenizerCheck(path, str(exc))
+    return TokenizerCheck(path, None, vocab=int(tok.get_vocab_size()), tokens=len(ids))
 
 
 def check_local_model(threads: int) -> LocalModelCheck:

@@ -1,5 +1,5 @@
 """The files of ``/memory export-me``: one JSON document (schema
-``guildlore.member-export/1``, described in the README) and the same content
+``guildlore.member-export/1``, described in docs/members.md) and the same content
 as Markdown for people. Pure functions of a ``MemberExport``."""
 
 from __future__ import annotations

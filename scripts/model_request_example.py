@@ -11,7 +11,7 @@ one of the bot's earlier replies, then composes a reply through the real
 answers first with a ``memory_query`` tool call and then with the reply.
 Prints the first request (system prompt with the memory sections, the
 window's turns, the member's message, the tool definition) and the turns the
-follow-up adds (the call and its ``[M#]`` result), as the README shows them
+follow-up adds (the call and its ``[M#]`` result), as docs/operating/model.md shows them
 between ``<!-- model-request:start -->`` and ``<!-- model-request:end -->``
 (a test keeps that copy current).
 """
@@ -130,13 +130,13 @@ async def example() -> str:
     def say(text: str) -> None:
         out.write(text + "\n")
 
-    say("#### The first request\n")
+    say("## The first request\n")
     say("System prompt:\n\n```text\n" + first["messages"][0]["content"] + "\n```\n")
     say("Turns after it (the window, oldest first, then the member's message):\n")
     say("```json\n" + _json(first["messages"][1:]) + "\n```\n")
     say(f"`tool_choice`: `{first['tool_choice']}`; the tool definition (`tools[0]`):\n")
     say("```json\n" + _json(first["tools"][0]) + "\n```\n")
-    say("#### The follow-up adds the call and its result\n")
+    say("## The follow-up adds the call and its result\n")
     say("```json\n" + _json(follow["messages"][len(first["messages"]) :]) + "\n```\n")
     say(f"Reply posted: {result.text!r}")
     return out.getvalue()

@@ -5,7 +5,7 @@
     python scripts/settings_table.py --check FILE    # exit 1 if FILE's table is out of date
 
 The table in a Markdown file lives between ``<!-- settings-table:start -->``
-and ``<!-- settings-table:end -->``; a test keeps README.md current.
+and ``<!-- settings-table:end -->``; a test keeps docs/operating/settings.md current.
 """
 
 from __future__ import annotations

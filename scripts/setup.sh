@@ -15,7 +15,8 @@ done
 
 need_pkgs=(libopus0)
 if [ "$WITH_TESTS" = 1 ]; then
-  need_pkgs+=(espeak-ng sox chromium chromium-driver)
+  # systemd: systemd-analyze checks the units in deploy/systemd.
+  need_pkgs+=(espeak-ng sox chromium chromium-driver systemd)
 fi
 missing=()
 for p in "${need_pkgs[@]}"; do

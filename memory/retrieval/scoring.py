@@ -78,7 +78,7 @@ _FUSION_TOTAL = 1.9
 class MessageWeights:
     """Fusion for past messages (facts keep ``ScoringWeights``).
 
-    Tuned on the LoCoMo dev split only (README.md, Performance), in raw units:
+    Tuned on the LoCoMo dev split only (``guildlore bench locomo``; docs/performance.md), in raw units:
     0.7·cosine + 0.3·normalised BM25 is a message's own *base* relevance; it
     borrows 0.3 of its better neighbour's base (a reply takes meaning from the
     message it answers); +0.3 when its author is the member the query names;

@@ -57,7 +57,7 @@ def _dot_rows(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
     so a search is slowest exactly when the bot is busiest. numpy's own einsum
     loop streams the rows on the calling thread (GIL released) at least as
     fast as single-threaded BLAS, and leaves the other cores to the SQL that
-    runs beside it (timings: README, Performance; bench/search.py). Same per-row float32 dot product, summed in a different order
+    runs beside it (timings: bench/search.py, in bench/results). Same per-row float32 dot product, summed in a different order
     than BLAS: cosines differ from ``@`` in the 7th decimal place.
     """
     if rows.dtype != np.float32 or query.dtype != np.float32:

@@ -244,6 +244,7 @@ def test_doctor_healthy_offline(data: Path, capsys: pytest.CaptureFixture[str]) 
         "sqlite-vec:",
         "fts5:",
         "fts5 secure-delete:",
+        "embedding tokenizer:",
         "local embedding model:",
         "data dir:",
         "disk space:",
@@ -254,7 +255,22 @@ def test_doctor_healthy_offline(data: Path, capsys: pytest.CaptureFixture[str]) 
         assert name in out
     assert "FAIL" not in out
     assert "384 dims" in out
+    assert "sha256 verified, 30522 tokens" in out
     assert "Everything required works" in out
+
+
+def test_doctor_fails_on_a_damaged_tokenizer(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memory.embed.local as local
+
+    damaged = tmp_path / "tokenizer.json"
+    damaged.write_bytes(local.default_tokenizer_path().read_bytes()[:-10])
+    monkeypatch.setattr(local, "_TOKENIZER_PATH", damaged)
+    code, out, _ = _run(capsys, "doctor", "--offline", "--data-dir", str(data))
+    assert code == 1
+    assert "FAIL  embedding tokenizer" in out and "expected be50c362" in out
+    assert "reinstall guildlore" in out
 
 
 def test_doctor_explains_failures(

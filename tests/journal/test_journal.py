@@ -216,12 +216,12 @@ def test_read_day_and_entries(tmp_path: Path) -> None:
     assert j.read_entries(tmp_path / "missing.md") == []
 
 
-def test_readme_describes_the_layout_the_journal_writes(tmp_path: Path) -> None:
+def test_the_docs_describe_the_layout_the_journal_writes(tmp_path: Path) -> None:
     j = Journal(tmp_path / "memory_journal", "Europe/Berlin")
     line = j.append("2024-03-09T23:30:00Z", "Ana", "1", "10", "20", "late in Berlin")
     assert line.path.relative_to(tmp_path).as_posix() == "memory_journal/2024-03-10.md"
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    step = re.search(r"\*\*Journal\.\*\*(.*?)\n\d+\. ", readme, re.S)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "memory.md").read_text(encoding="utf-8")
+    step = re.search(r"\*\*Journal\.\*\*(.*?)\n\d+\. ", doc, re.S)
     assert step is not None
     journal_step = step[1]
     assert "`memory_journal/YYYY-MM-DD.md`" in journal_step

@@ -8,7 +8,7 @@ from typing import Any
 from memory.member_export import export_json
 from tests.helpers import ALICE, BOB, GUILD, ScriptedExtractor, echo_fact, msg
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+MEMBERS_GUIDE = Path(__file__).resolve().parents[2] / "docs" / "members.md"
 
 
 async def test_a_fact_about_a_member_from_someone_elses_message_quotes_nothing(
@@ -40,15 +40,15 @@ async def test_a_fact_about_a_member_from_someone_elses_message_quotes_nothing(
     assert record.message_counts == {own.channel_id: 1}
 
 
-async def test_the_readme_documents_every_field_of_the_export(make_memory: Any) -> None:
+async def test_the_members_guide_documents_every_field_of_the_export(make_memory: Any) -> None:
     from memory.member_export import SCHEMA, export_document
 
     mem = await make_memory(extractor=ScriptedExtractor(fn=echo_fact), embeddings="none")
     assert await (await mem.ingest_message(msg("I collect old maps of Lisbon"))).wait()
     await mem.settle()
     document = export_document(await mem.members.export(GUILD, ALICE, None))
-    readme = README.read_text(encoding="utf-8")
-    section = readme[readme.index(SCHEMA) :]
-    section = section[: section.index("\n### ")]
+    guide = MEMBERS_GUIDE.read_text(encoding="utf-8")
+    section = guide[guide.index(SCHEMA) :]
+    section = section.split("\n## ", 1)[0]
     keys = [*document, *document["facts"][0], *document["messages"][0]]
     assert [k for k in keys if f"`{k}`" not in section and f"`{k}[]`" not in section] == []
