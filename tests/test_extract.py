@@ -337,6 +337,7 @@ async def test_llm_extract_request_and_parse(fake_openai: FakeOpenAI) -> None:
             type="profile",
             confidence=0.9,
             evidence="I work as a nurse in Berlin",
+            source="llm",
         )
     ]
     body = fake_openai.chat_requests()[0].body
@@ -385,8 +386,8 @@ async def test_llm_item_coercion_and_limit(fake_openai: FakeOpenAI) -> None:
     )
     out = await make_llm(fake_openai).extract("I like tea and jam and figs", "Ana", 2)
     assert out == [
-        Candidate("Ana likes tea.", "other", 0.6, None),
-        Candidate("Ana likes jam.", "other", 1.0, None),
+        Candidate("Ana likes tea.", "other", 0.6, None, "llm"),
+        Candidate("Ana likes jam.", "other", 1.0, None, "llm"),
     ]
 
 

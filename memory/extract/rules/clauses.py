@@ -31,7 +31,14 @@ from __future__ import annotations
 import re
 
 from memory.extract.rules import clause_words as w
-from memory.extract.rules.lexicon import HAS_BAD, NP_BAD_START, PREF_BAD_OBJECT, third_person
+from memory.extract.rules.lexicon import (
+    HAS_BAD,
+    NP_BAD_START,
+    PREF_BAD_OBJECT,
+    ROLE_NOUNS,
+    third_person,
+    with_article,
+)
 
 # Where a clause ends: another clause that is not the author's, an aside, a
 # laugh. (A first-person clause after "and"/"but" is read on its own.)
@@ -42,7 +49,7 @@ _CLAUSE_CUT = re.compile(
     r",?\s+(?:and|so|because|cause|'cause|cuz|since|as|plus|then|or)\s+(?=(?:i|i'm|im|i've|"
     r"ive|i'd|i'll|it|it's|its|that|this|those|these|there|you|your|u|he|she|they|we|we're|"
     r"everyone|everything|nothing|someone)\b)|"
-    r",\s+(?=(?:i|i'm|im|i've|it|it's|that|this|you|he|she|they|we|so|then)\b)|"
+    r",\s+(?=(?:i|i'm|im|i've|it|it's|that|this|you|he|she|they|we|so|then|been)\b)|"
     r",?\s+and\s+(?=\w+ing\b|(?:good|oh|omg|god|man|boy|wow|damn|lord|gosh)\b)|"
     r"\s+(?=(?:i'm|i've|i am)\s)",
     re.IGNORECASE,
@@ -56,10 +63,23 @@ _DEICTIC_OBJECT = re.compile(
     r"try|tried|open|opening|find|found)\s+(?:it|them)\b",
     re.IGNORECASE,
 )
-# "this project", "these letters": the server or the message at hand.
-_THIS = re.compile(r"(?<=\s)(?:this|these)\s", re.IGNORECASE)
+# "this project", "this line": the server or the message at hand.
+_THIS = re.compile(
+    r"(?<=\s)(?:(?:this|these)\s+(?:\w+\s+)?|(?:that|those)\s+)(?:channel|server|discord|thread|chat|"
+    r"conversation|project|challenge|scroll|scrolls|segment|segments|line|lines|letter|letters|"
+    r"word|words|character|characters|image|images|picture|pic|photo|post|message|reading|"
+    r"question|part|bit|one|ones|thing|things|stuff|guy|person|area|column|text|passage|"
+    r"idea|point|case|way|topic|issue|problem|paper|version|model|data|dataset)\b"
+    r"|(?<=\s)(?:this|these)\s*$",
+    re.IGNORECASE,
+)
 # A moment, not a fact: "I'm opening rawtherapee now".
 _NOW = re.compile(r"\b(?:now|right now|atm|rn|today|tonight|at the moment)\s*$", re.IGNORECASE)
+# "We went to the beach recently": an outing with a date is the author's too.
+_WHEN = re.compile(
+    r"\b(?:yesterday|recently|last (?:week|weekend|night|month|year|summer|\w+day)|"
+    r"\w+ (?:days|weeks|months|years) ago|this (?:week|weekend|summer|month))\b"
+)
 MAX_WORDS = 32
 MIN_CONTENT = 2
 _LATER_FIRST_PERSON = {
@@ -139,7 +159,22 @@ def _later(tokens: list[str]) -> list[str]:
     return out
 
 
+def _this_as_a(tokens: list[str]) -> list[str]:
+    """ "I made this bowl in my class" → "… made a bowl …": what was shown
+    stays, the pointing goes ("these" → nothing)."""
+    out: list[str] = []
+    for i, t in enumerate(tokens):
+        low = t.lower()
+        if low in ("this", "these") and i > 0 and i + 1 < len(tokens) and tokens[i + 1].isalpha():
+            if low == "this":
+                out.append("an" if tokens[i + 1][0].lower() in "aeio" else "a")
+            continue
+        out.append(t)
+    return out
+
+
 def _join(tokens: list[str]) -> str:
+    tokens = _this_as_a(tokens)
     text = ""
     for t in tokens:
         if not text or re.match(r"^[,.!?%)\]}]", t) or text.endswith(("(", "[", "{", "$")):
@@ -188,7 +223,8 @@ def _we_clause(tokens: list[str], low: list[str], name: str) -> Said | None:
     """ "We celebrated my daughter's birthday with a concert" → "X and others
     celebrated their daughter's birthday with a concert": what the author did
     with their family. Other "we" (a team, the server, everyone) is left."""
-    if not any(w.RELATION.match(t.removesuffix("'s")) for t in low):
+    family = any(w.RELATION.match(t.removesuffix("'s")) for t in low)
+    if not family and not (_WHEN.search(" ".join(low)) and len(low) > 1 and _is_past(low[1])):
         return None
     as_i = {"we": "i", "we're": "i'm", "we've": "i've"}[low[0]]
     said = _i_clause([as_i, *tokens[1:]], [as_i, *low[1:]])
@@ -329,6 +365,8 @@ def _complement_ok(kind: str, head: list[str], rest: list[str]) -> bool:
 
 
 def _be_ok(head: list[str], rest: list[str]) -> bool:
+    while len(rest) > 1 and rest[0] in w.INTENSIFIERS and rest[1] in w.KEEP_WITH_CONTENT:
+        rest = rest[1:]  # "I'm so excited to meet other people in the community"
     first = rest[0]
     if "not" in head and first not in ("a", "an", "from", "in"):
         # "I'm not a papyrologist", "I'm not from here" — not "I'm not trying
@@ -405,12 +443,13 @@ def _kind(kind: str, rest: list[str]) -> str:
 _ABOUT_VERBS = w.words(
     "is are was were has have had helps helped makes made keeps kept brings brought gives "
     "gave taught teaches matters mattered means meant reminds reminded allowed allows "
-    "inspired inspires motivates motivated changed changes"
+    "inspired inspires motivates motivated changed changes keep help make bring give remind "
+    "inspire motivate calms calm"
 )
 _NOT_A_SUBJECT = w.words(
     "it it's its this that there here he she they you we what which who thanks thank "
     "everything something nothing everyone someone anyone one they're there's that's he's "
-    "she's what's who's i i'm my me so if when and but or"
+    "she's what's who's i i'm my me so if when but or"
 )
 
 
@@ -436,15 +475,18 @@ def rewrite_about(clause: str, name: str) -> Said | None:
     subject = low[: verb_at + 1] if low[verb_at].endswith("'s") else low[:verb_at]
     if subject[0] in _NOT_A_SUBJECT or subject[0] in w.DEICTIC or not tokens[0][0].isalpha():
         return None
-    if any(t in _NOT_A_SUBJECT or t == "," for t in subject[1:]):
+    if any(t in _NOT_A_SUBJECT or t == "," for t in subject[1:]) or subject[-1] == "and":
         return None
     mine = next((i for i, t in enumerate(low) if t in ("me", "my", "myself")), None)
     if mine is None or mine <= verb_at:
         return None
-    before = low[mine - 1]
+    b = mine - 1
+    while b > verb_at and _adverb(low[b]):
+        b -= 1  # "Guitar's mostly my thing"
+    before = low[b]
     tied = (
         before in _ABOUT_VERBS
-        or (low[mine] == "my" and low[mine - 2 : mine] == ["part", "of"])
+        or (low[mine] == "my" and (low[mine - 2 : mine] == ["part", "of"] or b == verb_at))
         or (before == "to" and low[mine - 2] in ("matters", "mattered", "means", "meant", "lot"))
     )
     if not tied or (mine + 1 < len(low) and low[mine + 1] in w.TALK_VERBS):
@@ -456,3 +498,17 @@ def rewrite_about(clause: str, name: str) -> Said | None:
     words = words[: mine + 1] + _later(words[mine + 1 :])
     words[0] = words[0][:1].upper() + words[0][1:]
     return _join(words), "other", "clause.about"
+
+
+# "I (amateur papyrologist) can answer this one": who the author is, as an aside.
+_ASIDE = re.compile(
+    rf"(?<![\w'])i\s*\(\s*(?P<np>(?:(?:a|an)\s+)?(?:[\w'-]+\s+){{0,3}}{ROLE_NOUNS})\s*\)",
+    re.IGNORECASE,
+)
+
+
+def rewrite_aside(sentence: str, name: str) -> Said | None:
+    m = _ASIDE.search(sentence)
+    if m is None:
+        return None
+    return f"{name} is {with_article(m.group('np'))}", "profile", "clause.aside"

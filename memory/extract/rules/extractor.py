@@ -14,7 +14,7 @@ from memory.extract.rules.builders import (
     RULES,
     build_relation_apposition,
 )
-from memory.extract.rules.clauses import clause_span, rewrite, rewrite_about
+from memory.extract.rules.clauses import clause_span, rewrite, rewrite_about, rewrite_aside
 from memory.extract.rules.lexicon import (
     CLAUSE_END,
     CONJUNCTION,
@@ -29,6 +29,11 @@ from memory.text import compact
 
 # Below the shaped rules' 0.56–0.70: a whole clause says more, and less surely.
 CLAUSE_CONFIDENCE = 0.55
+_SUBJECTLESS = re.compile(
+    r"^(?:(?:yeah|yes|yep|oh|well|ok|okay|also|btw)\W+)*(?:(?P<been>been)(?=\s+\w+ing\b)|"
+    r"(?P<just>just|finally|recently)(?=\s+\w+ed\b))",
+    re.IGNORECASE,
+)
 _FIRST_PERSON_OBJECT = re.compile(r"(?<![\w'])(?:me|my|myself)(?![\w'])", re.IGNORECASE)
 
 
@@ -130,6 +135,17 @@ class RuleExtractor:
             built = build_relation_apposition(m, name)
             if built is not None:
                 found.append((*built, "apposition"))
+        aside = rewrite_aside(sentence, name)
+        if aside is not None:
+            found.append((aside[0], aside[1], CLAUSE_CONFIDENCE, aside[2]))
+        fragment = _SUBJECTLESS.match(sentence)
+        if not found and fragment:
+            # Chat drops the "I": "Been running longer since our last chat",
+            # "Just signed up for a pottery class".
+            aux = "I've been" if fragment.group("been") else f"I {fragment.group('just')}"
+            said = rewrite(clause_span(aux + sentence[fragment.end() :], 0), name)
+            if said is not None:
+                found.append((said[0], said[1], CLAUSE_CONFIDENCE, said[2]))
         if not found and _FIRST_PERSON_OBJECT.search(sentence):
             about = rewrite_about(clause_span(sentence, 0), name)
             if about is not None:
