@@ -35,9 +35,7 @@ from memory.extract.rules.lexicon import (
     HAS_BAD,
     NP_BAD_START,
     PREF_BAD_OBJECT,
-    ROLE_NOUNS,
     third_person,
-    with_article,
 )
 
 # Where a clause ends: another clause that is not the author's, an aside, a
@@ -54,9 +52,9 @@ _CLAUSE_CUT = re.compile(
     r"\s+(?=(?:i'm|i've|i am)\s)",
     re.IGNORECASE,
 )
-_TOKEN = re.compile(r"[\w'’]+(?:[-.][\w'’]+)*[+#]*|[^\w\s]", re.UNICODE)
+TOKEN = re.compile(r"[\w'’]+(?:[-.][\w'’]+)*[+#]*|[^\w\s]", re.UNICODE)
 # "about this", "for it", "… them": what only the conversation explains.
-_DEICTIC_OBJECT = re.compile(
+DEICTIC_OBJECT = re.compile(
     r"\b(?:about|of|on|for|with|at|from|to|into|in)\s+(?:it|this|that|these|those|them|here|"
     r"there)\b(?!\s+(?:\w+ing|\w+s)\b)|\b(?:it|this|that|them|these|those)\s*$|"
     r"\b(?:have|has|had|do|doing|did|done|read|reading|see|got|get|make|making|made|take|took|"
@@ -64,7 +62,7 @@ _DEICTIC_OBJECT = re.compile(
     re.IGNORECASE,
 )
 # "this project", "this line": the server or the message at hand.
-_THIS = re.compile(
+POINTING = re.compile(
     r"(?<=\s)(?:(?:this|these)\s+(?:\w+\s+)?|(?:that|those)\s+)(?:channel|server|discord|thread|chat|"
     r"conversation|project|challenge|scroll|scrolls|segment|segments|line|lines|letter|letters|"
     r"word|words|character|characters|image|images|picture|pic|photo|post|message|reading|"
@@ -101,12 +99,12 @@ def clause_span(sentence: str, start: int) -> str:
 def rewrite(clause: str, name: str) -> Said | None:
     """(fact, type, rule) for a first-person clause, or None when it is not
     one worth remembering."""
-    tokens = _TOKEN.findall(clause.replace("’", "'"))
+    tokens = TOKEN.findall(clause.replace("’", "'"))
     if not tokens or len(tokens) > MAX_WORDS + 8 or w.SECOND_PERSON.search(clause):
         return None
-    if _DEICTIC_OBJECT.search(clause) or _THIS.search(clause):
+    if DEICTIC_OBJECT.search(clause) or POINTING.search(clause):
         return None
-    tokens = _trim(tokens)
+    tokens = trim(tokens)
     low = [t.lower() for t in tokens]
     if not low:
         return None
@@ -118,16 +116,16 @@ def rewrite(clause: str, name: str) -> Said | None:
     if said is None:
         return None
     words, kind, rule = said
-    return _join([name, *words]), kind, rule
+    return join_words([name, *words]), kind, rule
 
 
-def _trim(tokens: list[str]) -> list[str]:
+def trim(tokens: list[str]) -> list[str]:
     while tokens and (tokens[-1].lower() in w.TRAILING or not tokens[-1][:1].isalnum()):
         tokens = tokens[:-1]
     return tokens
 
 
-def _adverb(word: str) -> bool:
+def is_adverb(word: str) -> bool:
     return word in w.ADVERBS or (len(word) > 4 and word.endswith("ly") and word not in w.LY_VERBS)
 
 
@@ -135,7 +133,7 @@ def _is_past(verb: str) -> bool:
     return verb in w.IRREGULAR_PAST or (len(verb) > 3 and verb.endswith("ed"))
 
 
-def _content_words(tokens: list[str]) -> int:
+def content_words(tokens: list[str]) -> int:
     return sum(
         1
         for t in tokens
@@ -143,7 +141,7 @@ def _content_words(tokens: list[str]) -> int:
     )
 
 
-def _later(tokens: list[str]) -> list[str]:
+def later_persons(tokens: list[str]) -> list[str]:
     """Later first persons as "they" forms ("I was" → "they were")."""
     out: list[str] = []
     i = 0
@@ -173,7 +171,7 @@ def _this_as_a(tokens: list[str]) -> list[str]:
     return out
 
 
-def _join(tokens: list[str]) -> str:
+def join_words(tokens: list[str]) -> str:
     tokens = _this_as_a(tokens)
     text = ""
     for t in tokens:
@@ -184,7 +182,7 @@ def _join(tokens: list[str]) -> str:
     return w.LANGUAGES.sub(lambda m: m.group(1).capitalize(), text)
 
 
-def _possessive(name: str) -> str:
+def possessive(name: str) -> str:
     return f"{name}'" if name.endswith("'") else f"{name}'s"
 
 
@@ -197,7 +195,8 @@ def _my_clause(tokens: list[str], low: list[str], name: str) -> Said | None:
         if low[j] in ("is", "are", "was", "were", "has", "have", "had"):
             key, rest = tokens[1:j], tokens[j:]
             break
-        if low[j].endswith("'s") and j <= 4:  # "my hat's off": the key is the word
+        if low[j].endswith("'s") and j <= 4 and _is_after_s(low[j + 1 : j + 2]):
+            # "my hat's off": "'s" is "is" — not in "my grandmother's letters"
             key, rest = tokens[1:j] + [tokens[j][:-2]], ["is", *tokens[j + 1 :]]
             break
     else:
@@ -206,14 +205,25 @@ def _my_clause(tokens: list[str], low: list[str], name: str) -> Said | None:
         return None
     if any(t.lower() in ("and", "or", "i", ",") for t in key):
         return None
-    obj = [t.lower() for t in rest[1:] if not _adverb(t.lower())]
+    obj = [t.lower() for t in rest[1:] if not is_adverb(t.lower())]
     if not obj or obj[0] in w.DEICTIC or obj[0] in w.INTENSIFIERS or obj[0] in ("like", "gonna"):
         return None
     relation = bool(w.RELATION.match(key[-1]))
-    if _content_words(rest[1:]) < (1 if relation else MIN_CONTENT):
+    if content_words(rest[1:]) < (1 if relation else MIN_CONTENT):
         return None
-    words = [_possessive(name), *_later(key), *_later(rest)]
-    return _join(words), "relationship" if relation else "profile", "clause.my"
+    words = [possessive(name), *later_persons(key), *later_persons(rest)]
+    return join_words(words), "relationship" if relation else "profile", "clause.my"
+
+
+_AFTER_IS = w.words(
+    "a an the not off on in from at been gone going getting still always also really very so "
+    "pretty quite my their"
+)
+
+
+def _is_after_s(after: list[str]) -> bool:
+    """Does "'s" read as "is" before this word?"""
+    return bool(after) and (after[0] in _AFTER_IS or after[0].endswith("ing"))
 
 
 # -- "we …" -------------------------------------------------------------------------------------
@@ -242,7 +252,7 @@ def _we_clause(tokens: list[str], low: list[str], name: str) -> Said | None:
                 if original.lower() != word.lower() and not _is_past(original.lower()):
                     words[i] = original  # "we love" stays "love", not "loves"
             break
-    return _join([name, "and", "others", *words]), kind, "clause.we"
+    return join_words([name, "and", "others", *words]), kind, "clause.we"
 
 
 # -- "I …" --------------------------------------------------------------------------------------
@@ -270,7 +280,7 @@ def _i_clause(tokens: list[str], low: list[str]) -> tuple[list[str], str, str] |
     else:  # "I'd", "I'll": a wish, a plan of the moment
         return None
     adverbs: list[str] = []
-    while i < len(low) and _adverb(low[i]):
+    while i < len(low) and is_adverb(low[i]):
         adverbs.append(tokens[i])
         i += 1
     if i >= len(low) or low[i] in w.MODALS:
@@ -286,7 +296,7 @@ def _i_clause(tokens: list[str], low: list[str]) -> tuple[list[str], str, str] |
             i += 1
             if i < len(low) and low[i] == "not":
                 aux, i = ("cannot" if word == "can" else aux + " not"), i + 1
-            while i < len(low) and _adverb(low[i]):
+            while i < len(low) and is_adverb(low[i]):
                 adverbs.append(tokens[i])
                 i += 1
             if i >= len(low):
@@ -294,7 +304,7 @@ def _i_clause(tokens: list[str], low: list[str]) -> tuple[list[str], str, str] |
             verb = low[i]
             # "I do genealogy" (do + a noun) says something; "I don't know",
             # "I can see", "I did a bit of …" do not.
-            if verb not in w.DURABLE_VERBS and not (word == "do" and _content_words([verb])):
+            if verb not in w.DURABLE_VERBS and not (word == "do" and content_words([verb])):
                 return None
             if word == "do" and verb in w.TALK_VERBS:
                 return None
@@ -309,15 +319,19 @@ def _i_clause(tokens: list[str], low: list[str]) -> tuple[list[str], str, str] |
     if kind in ("be", "have") and i < len(low) and low[i] == "not":
         head.append("not")
         i += 1
-    while i < len(low) and _adverb(low[i]):
+    while i < len(low) and is_adverb(low[i]):
         adverbs.append(tokens[i])
         i += 1
     rest, rest_low = tokens[i:], low[i:]
     if not rest or not _complement_ok(kind, head, rest_low):
         return None
-    if _content_words(rest) < MIN_CONTENT and not _short_ok(kind, rest_low):
+    if content_words(rest) < MIN_CONTENT and not _short_ok(kind, rest_low):
         return None
-    return [*_with_adverbs(head, adverbs), *_later(rest)], _kind(kind, rest_low), f"clause.{kind}"
+    return (
+        [*_with_adverbs(head, adverbs), *later_persons(rest)],
+        _kind(kind, rest_low),
+        f"clause.{kind}",
+    )
 
 
 def _kept_with_object(verb: str, after: list[str]) -> bool:
@@ -351,7 +365,7 @@ def _complement_ok(kind: str, head: list[str], rest: list[str]) -> bool:
     if first in w.DEICTIC:
         # "I painted that lake sunrise last year" names something; "I love
         # that", "I made this" do not.
-        if first not in ("this", "that", "these", "those") or _content_words(rest[1:]) < 2:
+        if first not in ("this", "that", "these", "those") or content_words(rest[1:]) < 2:
             return False
     if kind == "be":
         return _be_ok(head, rest)
@@ -382,7 +396,7 @@ def _be_ok(head: list[str], rest: list[str]) -> bool:
         # "I'm learning the piano", not "I was just interpolating", "I'm
         # wondering", "I'm going to have a go".
         if head[0] == "was" or first in w.TALK_VERBS or first in w.PASSING:
-            return first in w.KEEP_WITH_CONTENT and _content_words(rest[1:]) >= 2
+            return first in w.KEEP_WITH_CONTENT and content_words(rest[1:]) >= 2
         if _NOW.search(" ".join(rest)):
             return False
         return not (first in ("going", "gonna") and len(rest) > 1 and rest[1] == "to")
@@ -390,7 +404,7 @@ def _be_ok(head: list[str], rest: list[str]) -> bool:
         return (
             len(rest) > 1
             and rest[1] in ("to", "about", "in", "by", "with", "for", "of")
-            and (_content_words(rest[2:]) >= 2)
+            and (content_words(rest[2:]) >= 2)
         )
     if w.DURABLE_ADJECTIVE.match(" ".join(rest[:2])) or w.DURABLE_ADJECTIVE.match(first):
         return True
@@ -408,7 +422,7 @@ def _have_ok(head: list[str], rest: list[str]) -> bool:
     if first in w.TALK_VERBS or (first == "been" and len(rest) > 1 and rest[1] in w.TALK_VERBS):
         return False
     if first == "been" and len(rest) > 1 and rest[1] in w.PASSING:
-        return rest[1] in w.KEEP_WITH_CONTENT and _content_words(rest[2:]) >= 2
+        return rest[1] in w.KEEP_WITH_CONTENT and content_words(rest[2:]) >= 2
     if first.endswith("ed") or first in w.IRREGULAR_PAST or first in w.PARTICIPLES:
         return True
     if HAS_BAD.search(" ".join(rest[:4])) and "experience" not in rest:
@@ -434,81 +448,3 @@ def _kind(kind: str, rest: list[str]) -> str:
     if kind == "have" and rest[0] == "been" and len(rest) > 1 and rest[1].endswith("ing"):
         return "project"
     return "other"
-
-
-# -- a sentence about something else that names the author ----------------------------------
-
-# The verbs such a sentence may have before the author's "me"/"my"
-# ("Pottery is a huge part of my life", "Painting helps me relax").
-_ABOUT_VERBS = w.words(
-    "is are was were has have had helps helped makes made keeps kept brings brought gives "
-    "gave taught teaches matters mattered means meant reminds reminded allowed allows "
-    "inspired inspires motivates motivated changed changes keep help make bring give remind "
-    "inspire motivate calms calm"
-)
-_NOT_A_SUBJECT = w.words(
-    "it it's its this that there here he she they you we what which who thanks thank "
-    "everything something nothing everyone someone anyone one they're there's that's he's "
-    "she's what's who's i i'm my me so if when but or"
-)
-
-
-def rewrite_about(clause: str, name: str) -> Said | None:
-    """ "Family time matters to me" → "Family time matters to X"."""
-    tokens = _TOKEN.findall(clause.replace("’", "'"))
-    if len(tokens) < 4 or len(tokens) > MAX_WORDS or w.SECOND_PERSON.search(clause):
-        return None
-    if _DEICTIC_OBJECT.search(clause) or _THIS.search(clause):
-        return None
-    tokens = _trim(tokens)
-    low = [t.lower() for t in tokens]
-    verb_at = next(
-        (
-            i
-            for i, t in enumerate(low[:7])
-            if i > 0 and (t in _ABOUT_VERBS or (t.endswith("'s") and t not in _NOT_A_SUBJECT))
-        ),
-        None,
-    )
-    if verb_at is None:
-        return None
-    subject = low[: verb_at + 1] if low[verb_at].endswith("'s") else low[:verb_at]
-    if subject[0] in _NOT_A_SUBJECT or subject[0] in w.DEICTIC or not tokens[0][0].isalpha():
-        return None
-    if any(t in _NOT_A_SUBJECT or t == "," for t in subject[1:]) or subject[-1] == "and":
-        return None
-    mine = next((i for i, t in enumerate(low) if t in ("me", "my", "myself")), None)
-    if mine is None or mine <= verb_at:
-        return None
-    b = mine - 1
-    while b > verb_at and _adverb(low[b]):
-        b -= 1  # "Guitar's mostly my thing"
-    before = low[b]
-    tied = (
-        before in _ABOUT_VERBS
-        or (low[mine] == "my" and (low[mine - 2 : mine] == ["part", "of"] or b == verb_at))
-        or (before == "to" and low[mine - 2] in ("matters", "mattered", "means", "meant", "lot"))
-    )
-    if not tied or (mine + 1 < len(low) and low[mine + 1] in w.TALK_VERBS):
-        return None
-    if _content_words([t for i, t in enumerate(tokens) if i != mine]) < 3:
-        return None
-    words = list(tokens)
-    words[mine] = _possessive(name) if low[mine] == "my" else name
-    words = words[: mine + 1] + _later(words[mine + 1 :])
-    words[0] = words[0][:1].upper() + words[0][1:]
-    return _join(words), "other", "clause.about"
-
-
-# "I (amateur papyrologist) can answer this one": who the author is, as an aside.
-_ASIDE = re.compile(
-    rf"(?<![\w'])i\s*\(\s*(?P<np>(?:(?:a|an)\s+)?(?:[\w'-]+\s+){{0,3}}{ROLE_NOUNS})\s*\)",
-    re.IGNORECASE,
-)
-
-
-def rewrite_aside(sentence: str, name: str) -> Said | None:
-    m = _ASIDE.search(sentence)
-    if m is None:
-        return None
-    return f"{name} is {with_article(m.group('np'))}", "profile", "clause.aside"

@@ -14,7 +14,9 @@ from memory.extract.rules.builders import (
     RULES,
     build_relation_apposition,
 )
-from memory.extract.rules.clauses import clause_span, rewrite, rewrite_about, rewrite_aside
+from memory.extract.rules.clause_about import rewrite_about, rewrite_aside
+from memory.extract.rules.clauses import clause_span, rewrite
+from memory.extract.rules.i18n import JA_SENTENCE, other_languages
 from memory.extract.rules.lexicon import (
     CLAUSE_END,
     CONJUNCTION,
@@ -38,7 +40,8 @@ _FIRST_PERSON_OBJECT = re.compile(r"(?<![\w'])(?:me|my|myself)(?![\w'])", re.IGN
 
 
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in SENTENCE_SPLIT.split(text) if s and s.strip()]
+    parts = (p for s in SENTENCE_SPLIT.split(text) if s for p in JA_SENTENCE.split(s))
+    return [s.strip() for s in parts if s and s.strip()]
 
 
 def _is_question(sentence: str) -> bool:
@@ -150,6 +153,9 @@ class RuleExtractor:
             about = rewrite_about(clause_span(sentence, 0), name)
             if about is not None:
                 found.append((about[0], about[1], CLAUSE_CONFIDENCE, about[2]))
+        if not found:
+            for fact, kind, rule_name in other_languages(sentence, name):
+                found.append((fact, kind, CLAUSE_CONFIDENCE, rule_name))
         return found
 
     async def extract(self, text: str, author: str, max_facts: int) -> list[Candidate]:
