@@ -52,13 +52,13 @@ _CLAUSE_CUT = re.compile(
     r"\s+(?=(?:i'm|i've|i am)\s)",
     re.IGNORECASE,
 )
-TOKEN = re.compile(r"[\w'’]+(?:[-.][\w'’]+)*[+#]*|[^\w\s]", re.UNICODE)
+TOKEN = re.compile(r"\d+(?:[.,]\d+)+|[\w'’]+(?:[-.][\w'’]+)*[+#]*|[^\w\s]", re.UNICODE)
 # "about this", "for it", "… them": what only the conversation explains.
 DEICTIC_OBJECT = re.compile(
     r"\b(?:about|of|on|for|with|at|from|to|into|in)\s+(?:it|this|that|these|those|them|here|"
     r"there)\b(?!\s+(?:\w+ing|\w+s)\b)|\b(?:it|this|that|them|these|those)\s*$|"
     r"\b(?:have|has|had|do|doing|did|done|read|reading|see|got|get|make|making|made|take|took|"
-    r"try|tried|open|opening|find|found)\s+(?:it|them)\b",
+    r"try|tried|open|opening|find|found|\w+ing|\w+ed)\s+(?:it|them)\b",
     re.IGNORECASE,
 )
 # "this project", "this line": the server or the message at hand.
