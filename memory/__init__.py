@@ -45,6 +45,7 @@ from memory.diagnostics import (
     postgres_status,
 )
 from memory.embed.base import provider_default_model
+from memory.embed.local import LocalMiniLMEmbedder
 from memory.engine import Memory
 from memory.errors import ConfigError, GuildloreError, InvalidInput, LLMError
 from memory.extract.rules.extractor import RuleExtractor
@@ -110,6 +111,7 @@ __all__ = [
     "InvalidInput",
     "LLMConfig",
     "LLMError",
+    "LocalMiniLMEmbedder",
     "MemberFact",
     "MemberRecord",
     "Memory",

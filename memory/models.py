@@ -112,6 +112,9 @@ class Candidate:
     type: str = "other"
     confidence: float = 0.6
     evidence: str | None = None
+    # What produced it ("rules.identity", "rules.clause.my", "llm"): kept in
+    # the fact's history row (the actor), so an operator can see why it exists.
+    source: str | None = None
 
 
 @dataclass(frozen=True)

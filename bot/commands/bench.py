@@ -1,4 +1,4 @@
-"""``guildlore bench locomo|longmemeval --data FILE [--k ...] [--json OUT]``.
+"""``guildlore bench locomo|longmemeval|extraction --data FILE [--k ...] [--json OUT]``.
 
 Runs a retrieval benchmark (``evals``) with the offline stack: the local
 MiniLM embedder and the rule extractor, in a throw-away data directory unless
@@ -9,7 +9,12 @@ MiniLM embedder and the rule extractor, in a throw-away data directory unless
   takes ``--per-question OUT`` (JSON lines), ``--limit N``, ``--types`` and
   ``--db PATH``: the engine's data directory is kept there and reused, so a
   question whose history it already holds is ranked without being ingested
-  again (ingest the long haystacks once, then measure ranking changes).
+  again (ingest the long haystacks once, then measure ranking changes);
+* ``extraction`` imports LoCoMo conversations (or a DCE export) with the
+  extractor the settings configure (``--config``, the environment: a chat
+  model when one is set, else the offline rules) into a throw-away SQLite
+  memory and scores the facts against LoCoMo's gold observations
+  (``evals.extraction``).
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = ("locomo", "longmemeval")
-DEFAULT_K = {"locomo": [5, 10, 25, 50], "longmemeval": [5, 10, 25]}
+from bot.commands._common import add_config_argument
+
+BENCHMARKS = ("locomo", "longmemeval", "extraction")
+DEFAULT_K = {"locomo": [5, 10, 25, 50], "longmemeval": [5, 10, 25], "extraction": []}
 LONGMEMEVAL_ONLY = ("per_question", "limit", "types", "db")
 
 
@@ -95,6 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ranking (every candidate, best first)",
     )
     parser.add_argument("--threads", type=int, default=2, help="ONNX Runtime threads (default 2)")
+    add_config_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,6 +125,13 @@ def run(args: argparse.Namespace) -> int:
     if db is not None and getattr(args, "data_dir", None) is not None:
         print("--db and --data-dir: give one of them", file=sys.stderr)
         return 2
+    if name == "extraction":
+        if args.k or args.gate:
+            print("--k, --gate: not for extraction", file=sys.stderr)
+            return 2
+        from bot.commands.bench_extraction import run_extraction
+
+        return run_extraction(args)
     ks: list[int] = args.k or DEFAULT_K[name]
     common: dict[str, Any] = {
         "data_dir": db if db is not None else getattr(args, "data_dir", None),

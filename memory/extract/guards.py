@@ -241,6 +241,7 @@ def filter_candidates(
                 type=ftype,
                 confidence=_confidence(cand.confidence),
                 evidence=_clean_evidence(cand.evidence, source),
+                source=cand.source,
             )
         )
     if rejected:

@@ -123,6 +123,7 @@ def _parse_facts(raw: Any, max_facts: int, where: str) -> list[Candidate]:
                 type=ftype if isinstance(ftype, str) else "other",
                 confidence=conf,
                 evidence=evidence.strip() or None if isinstance(evidence, str) else None,
+                source="llm",
             )
         )
         if len(out) >= max_facts:

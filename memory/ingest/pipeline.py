@@ -439,7 +439,8 @@ class BatchProcessor:
             decision, text = self.decisions.decide(con, new, m.author_name, plan, now)
             if text is not None:
                 new = replace(new, fact=text)
-            applied = fact_decision.apply_decision(con, new, decision, now=now, actor="extractor")
+            actor = f"extractor:{cand.source}" if cand.source else "extractor"  # its rule
+            applied = fact_decision.apply_decision(con, new, decision, now=now, actor=actor)
             decisions.append(decision.kind)
             if applied.changed:
                 changed.append(applied.fact)

@@ -125,7 +125,11 @@ def test_rule_author_name_edge_cases() -> None:
 
 def test_rule_drops_truncated_last_sentence() -> None:
     text = ("I love tea. " + "I am passionate about creating a safe, inviting place " * 10)[:320]
-    assert rule_facts(text) == ["Ana loves tea."]
+    # The whole first clause of the cut sentence is kept; never the stump at the cut.
+    assert rule_facts(text) == [
+        "Ana loves tea.",
+        "Ana is passionate about creating a safe, inviting place.",
+    ]
 
 
 # -- RuleExtractor: what it must not produce ---------------------------------------------------
@@ -134,7 +138,6 @@ NOT_FACTS = [
     "do you think I'm a nurse?",
     "Am I the only one who loves pizza?",
     "Don't I love pizza?",
-    "I'm not a nurse",
     'She said "I love pizza" yesterday',
     "> I love pizza",
     "```\nI love pizza\n```",
@@ -286,8 +289,9 @@ def test_rules_on_discord_export() -> None:
         "orion1500 is Italian.",
     ]:
         assert expected in facts
-    # a technical channel: few but real facts, not one per chatty message
-    assert 10 <= len(facts) <= 60
+    # a technical channel: a fact for about one message in twenty, not one per
+    # chatty message (2,384 messages; issue 30 asks for at least 4 per 100)
+    assert 92 <= len(facts) <= 200
 
 
 def test_rules_on_a_long_form_conversation() -> None:
@@ -333,6 +337,7 @@ async def test_llm_extract_request_and_parse(fake_openai: FakeOpenAI) -> None:
             type="profile",
             confidence=0.9,
             evidence="I work as a nurse in Berlin",
+            source="llm",
         )
     ]
     body = fake_openai.chat_requests()[0].body
@@ -381,8 +386,8 @@ async def test_llm_item_coercion_and_limit(fake_openai: FakeOpenAI) -> None:
     )
     out = await make_llm(fake_openai).extract("I like tea and jam and figs", "Ana", 2)
     assert out == [
-        Candidate("Ana likes tea.", "other", 0.6, None),
-        Candidate("Ana likes jam.", "other", 1.0, None),
+        Candidate("Ana likes tea.", "other", 0.6, None, "llm"),
+        Candidate("Ana likes jam.", "other", 1.0, None, "llm"),
     ]
 
 

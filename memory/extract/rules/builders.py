@@ -339,4 +339,6 @@ RULES: tuple[Rule, ...] = (
 APPOSITION = re.compile(
     rf"\bmy\s+(?P<rel>{RELATIONS})\s*(?:\(|,)\s*(?P<obj>(?:a|an)\s+[^,()]+)", re.IGNORECASE
 )
-PRONOUN_START = re.compile(r"(?<![\w'])(?:i|im|i'm|i've|ive|my)(?![\w'])", re.IGNORECASE)
+PRONOUN_START = re.compile(
+    r"(?<![\w'])(?:i|im|i'm|i've|ive|my|we|we're|we've)(?![\w'])", re.IGNORECASE
+)

@@ -57,7 +57,10 @@ LEAD_IN = re.compile(
     r"yep|yup|well|oh|ah|actually|honestly|anyway|anyways|lol|haha|ok|okay|hi|hey|hello|tbh|"
     r"ngl|fwiw|personally|now|currently|hmm|sure|not only|as for me|for context|fun fact|"
     r"first of all|by the way|in fact|funnily enough|these days|nowadays|however|still|again|"
-    r"sorry|thanks|thank you|cheers)\W*|@\S+\s*)$",
+    r"sorry|thanks|thank you|cheers|yesterday|today|tonight|recently|lately|the other day|"
+    r"(?:last|this|next)\s+(?:week|weekend|night|month|year|summer|winter|spring|fall|autumn|"
+    r"morning|evening|time|mon|tue|wed|thu|fri|sat|sun|\w+day)|"
+    r"(?:a few|a couple of|two|three|\d+)\s+(?:days|weeks|months|years)\s+ago)\W*|@\S+\s*)$",
     re.IGNORECASE,
 )
 CONJUNCTION = re.compile(
