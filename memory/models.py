@@ -130,6 +130,13 @@ class Fact:
     valid_from: str | None = None
     valid_to: str | None = None
 
+    @property
+    def said_at(self) -> str:
+        """When the fact was said: its latest observation's message time, so an
+        imported fact shows its message's date, not the import's. A fact no
+        message said (an operator's edit) shows when its row last changed."""
+        return self.last_observed_at or self.observed_at or self.updated_at
+
 
 class Remembered(NamedTuple):
     """What ``Memory.lore.remember`` stored: the fact, and the write decision

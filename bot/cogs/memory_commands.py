@@ -124,7 +124,7 @@ async def about_member(
     if not shown:
         return Answer(f"I don't remember anything about {name} that you can see.")
     shown = shown[:ABOUT_LIMIT]
-    lines = [_fact_line(f.fact, f.confidence, f.updated_at, f.evidence_text) for f in shown]
+    lines = [_fact_line(f.fact, f.confidence, f.said_at, f.evidence_text) for f in shown]
     return Answer(fit_lines(f"**What I remember about {name}:**", lines))
 
 
