@@ -104,6 +104,8 @@ class Memory:
             env_default=env_embedding_model,
             embedder=embedder,
         )
+        # Linking a written fact reads the retriever's in-memory matrices.
+        self.embeddings.nearest_facts = lambda *a: self.retriever.nearest_facts(*a)
         self.guilds = GuildOps(self.db, self.embeddings, clock, GuildSettingsCache(self.db))
         self._snapshot_file = SnapshotFile(
             self.db, self.journals, config.snapshot, config.journal_dir / SNAPSHOT_NAME, clock

@@ -45,7 +45,7 @@ from memory.store import facts as store_facts
 from memory.store import pending_vectors
 from memory.store import vectors as store_vectors
 from memory.store.db import Database
-from memory.store.relations import relate_written
+from memory.store.relations import NearestFacts, relate_written
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,9 @@ class EmbeddingService:
         # and turns it off: under other load a nice-10 thread gets about a
         # tenth of a core, so a niced import would crawl.
         self.low_priority = True
+        # Where linking a written fact finds its related facts: the engine
+        # hands in the retriever's in-memory matrices; unset, sqlite-vec.
+        self.nearest_facts: NearestFacts | None = None
         self._embedders: dict[str, Embedder] = {}
         self._owned: set[str] = set()  # embedders made here (closed here); given ones are not
         self.enabled = cfg.provider != "none" or embedder is not None
@@ -321,8 +324,15 @@ class EmbeddingService:
             )
         )
         self.stats.fact_vectors += written
-        await relate_written(self.db, model, rows, now)
+        await self.link_facts(model, rows, now)
         return int(written)
+
+    async def link_facts(
+        self, model: str, rows: Sequence[tuple[int, str, str, bytes]], now: str
+    ) -> int:
+        """Link facts whose vectors were just written (``rows`` as written) to
+        their related facts (``memory.store.relations``); the edges written."""
+        return await relate_written(self.db, model, rows, now, self.nearest_facts)
 
     async def embed_messages_by_id(self, guild_id: str, message_ids: Sequence[str]) -> int:
         model = self.model_for_guild(guild_id)
