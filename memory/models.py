@@ -26,6 +26,11 @@ FACT_TYPES: tuple[str, ...] = (
 )
 MessageSource = Literal["text", "voice", "import"]
 SearchScope = Literal["facts", "messages", "all"]
+# What search looks in when its caller does not say: /memory search, guildlore
+# search, the dashboard and its API, the model's memory_query. Facts answer
+# "who is X?", past messages "when did we talk about X?"; measured on
+# natural questions about a real export (README, "Search that answers").
+DEFAULT_SEARCH_SCOPE: SearchScope = "all"
 HistoryEvent = Literal["add", "update", "archive", "restore", "supersede", "delete", "forget"]
 TraceAction = Literal["retrieved", "stored", "updated"]
 
@@ -216,6 +221,10 @@ class ScoreParts:
     # For a query naming members, on its first hits: why the hit is or is not
     # about them (memory.retrieval.attribution.ABOUT_REASONS; "" elsewhere).
     about: str = ""
+    # 1 when the query asks who has something and the hit says the query's
+    # words only under a negation ("not a papyrologist"): it fails the gate
+    # (memory.retrieval.negation).
+    negated: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -237,6 +246,7 @@ class ScoreParts:
             "decomposed": self.decomposed,
             "query_part": self.query_part,
             "about": self.about,
+            "negated": self.negated,
             "combined": self.combined,
             "passed": self.passed,
         }

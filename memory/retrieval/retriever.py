@@ -220,7 +220,9 @@ class Retriever:
                 covering = [h for h in first if h.parts.about in ATTRIBUTING]
             if gate and not calibration.covers(h.parts for h in covering):
                 hits = []  # nothing in memory is about this query (and its members)
-            elif hits and parts is not None:
+            elif gate:
+                hits = calibration.without_fillers(hits)
+            if hits and parts is not None:
                 hits = fuse_parts(hits, await parts, limit, ctx.tuning.part_fusion)
         finally:
             if parts is not None:  # not needed (or failed): stopped, and its outcome read
