@@ -13,8 +13,8 @@ vectors, as an import leaves them (their own relations are not written: at
 
 - **linking, live**: ``--live`` new facts, one at a time, each written with
   its vector and then linked to its related facts (what the embedding worker
-  does after a fact's vector is written: ``EmbeddingService.link_facts``, or
-  ``memory.store.relations.relate_written`` in code that predates it);
+  does after a fact's vector is written: ``memory.store.relations.relate_written``
+  with the engine's in-memory neighbours, or sqlite-vec in code before them);
   reported per fact and per edge written (p50 / p95 / mean);
 - **linking, import**: ``--batch`` new facts written together and linked in
   one call, as an import's embedding batches are: per fact;
@@ -56,12 +56,12 @@ GUILD = TARGET_GUILD
 async def link(mem: Any, model: str, rows: list[tuple[int, str, str, bytes]], now: str) -> int:
     """Link facts whose vectors were just written, as the engine does; the
     number of edges written."""
-    linker = getattr(mem.embeddings, "link_facts", None)
-    if linker is not None:
-        return int(await linker(model, rows, now))
-    from memory.store.relations import relate_written  # the code before link_facts
+    from memory.store.relations import relate_written
 
-    return int(await relate_written(mem.db, model, rows, now))
+    nearest = getattr(mem.embeddings, "nearest_facts", None)
+    if nearest is None:  # code that predates the in-memory neighbours: sqlite-vec
+        return int(await relate_written(mem.db, model, rows, now))
+    return int(await relate_written(mem.db, model, rows, now, nearest))
 
 
 def _fact_rows(con: Any, model: str, facts: list[dict[str, Any]], now: str) -> list[Any]:

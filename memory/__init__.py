@@ -54,6 +54,7 @@ from memory.importer.session import ImportReport, ImportStop, import_files, impo
 from memory.llm import ChatModel
 from memory.member_export import export_json, export_markdown
 from memory.models import (
+    DEFAULT_SEARCH_SCOPE,
     EPISODE_SUBJECT,
     FACT_TYPES,
     LORE_SUBJECT,
@@ -123,6 +124,7 @@ __all__ = [
     "RetentionTimer",
     "RuleExtractor",
     "SearchScope",
+    "DEFAULT_SEARCH_SCOPE",
     "SnapshotConfig",
     "StoredMessage",
     "Throttle",

@@ -78,14 +78,11 @@ class EmbeddingService:
         # importer) embeds them afterwards with ``reindex``, so facts and their
         # vectors are not queued behind thousands of message embeddings.
         self.defer_messages = False
-        # Background work runs niced so a live bot's event loop keeps a core.
-        # A foreground command (import, demo start-up) has nothing to protect
-        # and turns it off: under other load a nice-10 thread gets about a
-        # tenth of a core, so a niced import would crawl.
+        # Background work runs niced so a live bot's event loop keeps a core. A foreground
+        # command (import, demo start-up) has nothing to protect and turns it off: under
+        # other load a nice-10 thread gets about a tenth of a core, so a niced import would crawl.
         self.low_priority = True
-        # Where linking a written fact finds its related facts: the engine
-        # hands in the retriever's in-memory matrices; unset, sqlite-vec.
-        self.nearest_facts: NearestFacts | None = None
+        self.nearest_facts: NearestFacts | None = None  # unset: sqlite-vec's KNN
         self._embedders: dict[str, Embedder] = {}
         self._owned: set[str] = set()  # embedders made here (closed here); given ones are not
         self.enabled = cfg.provider != "none" or embedder is not None
@@ -324,15 +321,8 @@ class EmbeddingService:
             )
         )
         self.stats.fact_vectors += written
-        await self.link_facts(model, rows, now)
+        await relate_written(self.db, model, rows, now, self.nearest_facts)
         return int(written)
-
-    async def link_facts(
-        self, model: str, rows: Sequence[tuple[int, str, str, bytes]], now: str
-    ) -> int:
-        """Link facts whose vectors were just written (``rows`` as written) to
-        their related facts (``memory.store.relations``); the edges written."""
-        return await relate_written(self.db, model, rows, now, self.nearest_facts)
 
     async def embed_messages_by_id(self, guild_id: str, message_ids: Sequence[str]) -> int:
         model = self.model_for_guild(guild_id)
