@@ -42,9 +42,9 @@ if str(ROOT) not in sys.path:  # run as a script: make the project importable
     sys.path.insert(0, str(ROOT))
 
 from bench._common import loadavg, print_table, write_json  # noqa: E402
+from memory.db.sqlite import driver as sqlite  # noqa: E402
 from memory.embed.remote import OPENAI_DEFAULT_MODEL  # noqa: E402
 from memory.store import ops as store_ops  # noqa: E402
-from memory.store import sqlite  # noqa: E402
 from tests.fakeopenai import server_process  # noqa: E402
 
 DEFAULT_EXPORT = ROOT / "tests" / "data" / "vesuvius-papyrology.json"

@@ -13,6 +13,7 @@ from typing import Any, cast
 from aiohttp import web
 
 from memory import (
+    DEFAULT_SEARCH_SCOPE,
     FACT_TYPES,
     GUILD_SETTINGS,
     GUILD_SETTINGS_BY_KEY,
@@ -129,10 +130,11 @@ async def search_context(request: web.Request) -> dict[str, Any]:
     channel = params.snowflake(q, "channelId")
     text = params.query_text(q, "q")
     limit = params.integer(q, "limit", default=10, lo=1, hi=cfg.search_limit_max)
-    scope = params.choice(q, "scope", SCOPES, "facts")
     as_of = params.as_of(q, "asOf")
     # Memory types to narrow to (comma separated); the guild's api allowlist binds.
     types = [t for t in (q.get("types") or "").split(",") if t.strip()] or None
+    # Past messages have no memory type: a request naming types asks for facts.
+    scope = params.choice(q, "scope", SCOPES, "facts" if types else DEFAULT_SEARCH_SCOPE)
     results: list[dict[str, Any]] = []
     took_ms: float | None = None
     if text and guild:

@@ -58,6 +58,7 @@ def fact_json(f: Fact, names: Mapping[str, str] | None = None) -> dict[str, Any]
         "updated_at": f.updated_at,
         "observed_at": f.observed_at,
         "last_observed_at": f.last_observed_at,
+        "said_at": f.said_at,
         "valid_from": f.valid_from,
         "valid_to": f.valid_to,
     }

@@ -55,6 +55,7 @@ from memory.importer.session import ImportReport, ImportStop, import_files, impo
 from memory.llm import ChatModel
 from memory.member_export import export_json, export_markdown
 from memory.models import (
+    DEFAULT_SEARCH_SCOPE,
     EPISODE_SUBJECT,
     FACT_TYPES,
     LORE_SUBJECT,
@@ -126,6 +127,7 @@ __all__ = [
     "RetentionTimer",
     "RuleExtractor",
     "SearchScope",
+    "DEFAULT_SEARCH_SCOPE",
     "SnapshotConfig",
     "StoredMessage",
     "Throttle",

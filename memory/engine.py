@@ -106,6 +106,8 @@ class Memory:
             env_default=env_embedding_model,
             embedder=embedder,
         )
+        # Linking a written fact reads the retriever's in-memory matrices.
+        self.embeddings.nearest_facts = lambda *a: self.retriever.nearest_facts(*a)
         self.guilds = GuildOps(self.db, self.embeddings, clock, GuildSettingsCache(self.db))
         self._snapshot_file = SnapshotFile(
             self.db, self.journals, config.snapshot, config.journal_dir / SNAPSHOT_NAME, clock
@@ -380,7 +382,10 @@ class Memory:
         after: datetime | None = None,
         before: datetime | None = None,
     ) -> list[Hit]:
-        """Hybrid search. ``visible_channels`` hides facts and messages of channels the
+        """Hybrid search of facts, past messages or both (``scope="all"``:
+        merged by score; what every product surface asks by default,
+        ``DEFAULT_SEARCH_SCOPE``). ``visible_channels`` hides facts and
+        messages of channels the
         asker cannot read (None: no restriction); ``gate=False`` returns every candidate
         best first (benchmarks) instead of only those that pass the relevance gate;
         ``as_of`` returns the facts valid at that time and no message created after

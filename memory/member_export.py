@@ -24,6 +24,7 @@ def _fact(f: MemberFact) -> dict[str, Any]:
         "evidence": f.evidence,
         "observed_at": f.observed_at,
         "updated_at": f.updated_at,
+        "said_at": f.said_at or f.updated_at,
     }
 
 
@@ -74,7 +75,11 @@ def export_markdown(export: MemberExport) -> str:
     for f in r.facts:
         state = "" if f.active else " (archived)"
         where = f" in channel {f.channel_id}" if f.channel_id else ""
-        line = f"- {_inline(f.fact)}{state} — {f.fact_type}, confidence {f.confidence:.2f}{where}"
+        said = (f.said_at or f.updated_at)[:10]
+        line = (
+            f"- {_inline(f.fact)}{state} — {f.fact_type}, confidence {f.confidence:.2f}, "
+            f"said {said}{where}"
+        )
         if f.evidence:
             line += f"; from your message {f.source_message_id}: “{_inline(f.evidence)}”"
         out.append(line)

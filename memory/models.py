@@ -31,6 +31,11 @@ ID_RE = re.compile(r"^[0-9A-Za-z_:.\-]{1,64}$")
 
 MessageSource = Literal["text", "voice", "import"]
 SearchScope = Literal["facts", "messages", "all"]
+# What search looks in when its caller does not say: /memory search, guildlore
+# search, the dashboard and its API, the model's memory_query. Facts answer
+# "who is X?", past messages "when did we talk about X?"; measured on
+# natural questions about a real export (README, "Search that answers").
+DEFAULT_SEARCH_SCOPE: SearchScope = "all"
 HistoryEvent = Literal["add", "update", "archive", "restore", "supersede", "delete", "forget"]
 TraceAction = Literal["retrieved", "stored", "updated"]
 
@@ -138,6 +143,13 @@ class Fact:
     valid_from: str | None = None
     valid_to: str | None = None
 
+    @property
+    def said_at(self) -> str:
+        """When the fact was said: its latest observation's message time, so an
+        imported fact shows its message's date, not the import's. A fact no
+        message said (an operator's edit) shows when its row last changed."""
+        return self.last_observed_at or self.observed_at or self.updated_at
+
 
 class Remembered(NamedTuple):
     """What ``Memory.lore.remember`` stored: the fact, and the write decision
@@ -217,6 +229,10 @@ class ScoreParts:
     # For a query naming members, on its first hits: why the hit is or is not
     # about them (memory.retrieval.attribution.ABOUT_REASONS; "" elsewhere).
     about: str = ""
+    # 1 when the query asks who has something and the hit says the query's
+    # words only under a negation ("not a papyrologist"): it fails the gate
+    # (memory.retrieval.negation).
+    negated: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -238,6 +254,7 @@ class ScoreParts:
             "decomposed": self.decomposed,
             "query_part": self.query_part,
             "about": self.about,
+            "negated": self.negated,
             "combined": self.combined,
             "passed": self.passed,
         }

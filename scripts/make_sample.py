@@ -16,11 +16,16 @@ like any other, with every person pseudonymised:
 * guild, channel and message ids are fake; the guild is "Papyrology Commons".
   Timestamps are kept, so the demo's journals land on the original days.
 
-About 400 messages are chosen to make a believable memory for the offline
-extractor: every message in which someone says something about themselves
-(what they are, do, study, love, have), the messages they reply to and the
-replies they get, then whole stretches of conversation from the busiest
-regulars so recurring people and topics show up.
+The sample is contiguous stretches of the channel (``STRETCHES``): every
+message between two times, as the channel has them — no message chosen for
+what it says, so the demo's memory is what an import of this channel
+gives. The first stretch runs from the Sunday after the first letters were
+read to the end of November 2023 (papyrologists and palaeographers arrive,
+radiocarbon dating, masks); the
+second is the channel's last eight months (the news about Plato's grave,
+language models reading ink labels). Non-text messages (thread created, pin
+notices, attachments without text) come along as they are; the importer
+skips them.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import json
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -39,7 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT / "tests" / "data" / "vesuvius-papyrology.json"
 DEFAULT_OUT = ROOT / "bot" / "data" / "sample_guild.json"
 LICENSE_NAME = "SAMPLE_LICENSE.txt"
-TARGET_MESSAGES = 400
+# (from, until) in the source's time: every message at or after ``from`` and
+# before ``until`` (None: to the end of the export).
+STRETCHES: tuple[tuple[str, str | None], ...] = (
+    ("2023-10-15T13:00:00+00:00", "2023-12-01T00:00:00+00:00"),
+    ("2024-04-01T00:00:00+00:00", None),
+)
 
 FAKE_GUILD_ID = "1200000000000000001"
 FAKE_CATEGORY_ID = "1200000000000000002"
@@ -94,102 +104,31 @@ ALIASES = {"Jan Paul": "janpaul123", "Youssef": "youssefnader8296"}
 
 _ID_IN_TEXT = re.compile(r"(?<![0-9])[0-9]{17,20}(?![0-9])")
 _DISCORD_CDN = re.compile(r"https?://(?:cdn|media)\.discordapp\.(?:com|net)/\S+")
-_SELF = re.compile(
-    r"\b(?:I am an?|I'm an?|I am (?:currently|now|still)|I'm (?:currently|now|still)|"
-    r"I work|I worked|I live|I study|I studied|I teach|I taught|I love|I like|I hate|"
-    r"I'm learning|I've been (?:working|studying|learning|reading|playing)|I have an?|"
-    r"I'm (?:based|from|working|studying|trying|doing|building|writing|reading)|"
-    r"as an? \w+(?: \w+)? (?:scholar|student|papyrologist|engineer|classicist|hobbyist)|"
-    r"my (?:\w+ ){0,2}(?:is|are|was)|my (?:background|field|job|thesis|research|model|"
-    r"dataset|work|interests?|project|husband|wife|partner|kids?|cat|dog)|"
-    r"I am \w+|I'm \w+|Im \w+)\b",
-    re.IGNORECASE,
-)
-_PROFILE = re.compile(
-    r"\b(?:I'm an?|I am an?|I work|I live|I study|I teach|I'm learning|I love|"
-    r"my (?:background|field|job|thesis|research|interests?)|as an? \w+)\b",
-    re.IGNORECASE,
-)
 
 
 # --------------------------------------------------------------------------
 # Selection
 
 
-def _importable(msg: dict[str, Any]) -> bool:
-    return msg.get("type") in ("Default", "Reply") and bool(msg.get("content", "").strip())
+def _time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp)
 
 
-def _score(msg: dict[str, Any]) -> int:
-    text = msg.get("content", "")
-    if not _importable(msg) or not 12 <= len(text) <= 2000:
-        return 0
-    return 3 * len(_PROFILE.findall(text)) + len(_SELF.findall(text))
-
-
-def select(messages: list[dict[str, Any]], target: int = TARGET_MESSAGES) -> list[int]:
-    """Indexes into ``messages`` of the sample, in source (chronological) order."""
-    by_id = {m["id"]: i for i, m in enumerate(messages)}
-    replies: dict[str, list[int]] = {}
-    for i, m in enumerate(messages):
-        ref = (m.get("reference") or {}).get("messageId")
-        if m.get("type") == "Reply" and ref:
-            replies.setdefault(ref, []).append(i)
-    chosen: set[int] = set()
-
-    def add(i: int, *, any_kind: bool = False) -> None:
-        # Context is only worth shipping if the importer will keep it.
-        if 0 <= i < len(messages) and (any_kind or _importable(messages[i])):
-            chosen.add(i)
-
-    # 1. Everyone who says something about themselves (best first), then the
-    #    message each answers, the first two answers it got, and one message
-    #    either side, while the budget lasts.
-    selves = sorted(
-        (i for i, m in enumerate(messages) if _score(m) > 0), key=lambda i: -_score(messages[i])
-    )
-    for i in selves[: target // 2]:
-        add(i)
-    for i in selves:
-        if len(chosen) >= target * 3 // 4:
-            break
-        ref = (messages[i].get("reference") or {}).get("messageId")
-        if ref in by_id:
-            add(by_id[ref])
-        for j in replies.get(messages[i]["id"], [])[:2]:
-            add(j)
-        add(i - 1)
-        add(i + 1)
-    # 2. Fill with stretches of conversation among the regulars, so recurring
-    #    people and topics show up, taking windows evenly across the history.
-    #    One very active member wrote 30% of the channel; a cap per person
-    #    keeps the demo from being about them alone.
-    regulars = {a for a, _ in Counter(m["author"]["id"] for m in messages).most_common(15)}
-    per_author = Counter(messages[i]["author"]["id"] for i in chosen)
-    cap = max(20, target // 8)
-    step = max(1, len(messages) // 60)
-    start = step // 2
-    while len(chosen) < target and start < len(messages):
-        for i in range(start, min(start + 10, len(messages))):
-            author = messages[i]["author"]["id"]
-            if (
-                author in regulars
-                and per_author[author] < cap
-                and len(messages[i]["content"]) >= 25
-                and len(chosen) < target
-                and i not in chosen
-            ):
-                add(i)
-                per_author[author] += 1
-        start += step
-    # 3. A few non-text messages so the import's skip paths show in the demo.
-    for kind in ("ThreadCreated", "ChannelPinnedMessage"):
-        add(next(i for i, m in enumerate(messages) if m.get("type") == kind), any_kind=True)
-    add(
-        next(i for i, m in enumerate(messages) if m.get("attachments") and not m["content"]),
-        any_kind=True,
-    )
-    return sorted(chosen)
+def select(
+    messages: list[dict[str, Any]],
+    stretches: Sequence[tuple[str, str | None]] = STRETCHES,
+) -> list[int]:
+    """Indexes into ``messages`` of the sample, in source (chronological)
+    order: every message inside one of the ``stretches``."""
+    bounds = [(_time(lo), None if hi is None else _time(hi)) for lo, hi in stretches]
+    return [
+        i
+        for i, m in enumerate(messages)
+        if any(
+            lo <= _time(m["timestamp"]) and (hi is None or _time(m["timestamp"]) < hi)
+            for lo, hi in bounds
+        )
+    ]
 
 
 # --------------------------------------------------------------------------
@@ -375,7 +314,9 @@ class Pseudonymiser:
 # Output
 
 
-def build(source: dict[str, Any], target: int = TARGET_MESSAGES) -> dict[str, Any]:
+def build(
+    source: dict[str, Any], stretches: Sequence[tuple[str, str | None]] = STRETCHES
+) -> dict[str, Any]:
     messages = source["messages"]
     channel = source["channel"]
     pseudo = Pseudonymiser(
@@ -385,7 +326,7 @@ def build(source: dict[str, Any], target: int = TARGET_MESSAGES) -> dict[str, An
     # outside the sample still get consistent fake ids.
     for m in messages:
         pseudo.map_id(m["id"], int(datetime.fromisoformat(m["timestamp"]).timestamp() * 1000))
-    picked = [pseudo.message(messages[i], n) for n, i in enumerate(select(messages, target))]
+    picked = [pseudo.message(messages[i], n) for n, i in enumerate(select(messages, stretches))]
     return {
         "guild": {"id": FAKE_GUILD_ID, "name": FAKE_GUILD_NAME, "iconUrl": ""},
         "channel": {
@@ -400,7 +341,8 @@ def build(source: dict[str, Any], target: int = TARGET_MESSAGES) -> dict[str, An
         "exportedAt": source.get("exportedAt"),
         # Not a DCE field; readers ignore unknown keys. Travels with the file.
         "sampleNotice": (
-            "Pseudonymised excerpt of the Vesuvius Challenge #papyrology channel "
+            f"Pseudonymised stretches ({_spans(stretches)}) of the Vesuvius Challenge #papyrology "
+            "channel "
             "(DiscordChatExporter export, MIT licence, Copyright (c) 2025 Nikhil Akula); "
             f"see {LICENSE_NAME}. Names and ids of people are fake."
         ),
@@ -409,12 +351,18 @@ def build(source: dict[str, Any], target: int = TARGET_MESSAGES) -> dict[str, An
     }
 
 
-def _license_text(source_license: str) -> str:
+def _spans(stretches: Sequence[tuple[str, str | None]]) -> str:
+    return ", ".join(f"{lo[:10]} to {hi[:10] if hi else 'the end'}" for lo, hi in stretches)
+
+
+def _license_text(source_license: str, stretches: Sequence[tuple[str, str | None]]) -> str:
     return (
         "bot/data/sample_guild.json is derived from vesuvius-papyrology.json, a\n"
         "DiscordChatExporter export of the #papyrology channel of the Vesuvius\n"
         "Challenge Discord server, distributed under the licence below.\n\n"
-        "Changes made by scripts/make_sample.py: a selection of about 400 messages;\n"
+        "Changes made by scripts/make_sample.py: only the messages of contiguous\n"
+        f"stretches of the channel ({_spans(stretches)}, every\n"
+        "message in them, as exported);\n"
         "every user id, username and nickname replaced by an invented one (also\n"
         "inside message text); all Discord ids replaced; avatars, roles, embeds,\n"
         "stickers and attachment URLs and names removed; guild renamed\n"
@@ -426,16 +374,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("source", type=Path, nargs="?", default=DEFAULT_SOURCE)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--messages", type=int, default=TARGET_MESSAGES)
     args = parser.parse_args(argv)
     source = json.loads(args.source.read_text(encoding="utf-8"))
-    sample = build(source, args.messages)
+    sample = build(source)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     # Indented like DCE writes it; non-ASCII raw, as DCE does.
     args.out.write_text(json.dumps(sample, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     license_src = args.source.with_name("vesuvius-LICENSE.txt")
     (args.out.parent / LICENSE_NAME).write_text(
-        _license_text(license_src.read_text(encoding="utf-8")), encoding="utf-8"
+        _license_text(license_src.read_text(encoding="utf-8"), STRETCHES), encoding="utf-8"
     )
     msgs = sample["messages"]
     print(

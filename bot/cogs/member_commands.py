@@ -43,7 +43,7 @@ CHOICE_MAX = 100  # Discord's limit for a choice's name
 
 
 def _fact_line(f: MemberFact) -> str:
-    line = f"• {f.fact} — conf {f.confidence:.2f}, {f.updated_at[:10]}"
+    line = f"• {f.fact} — conf {f.confidence:.2f}, said {(f.said_at or f.updated_at)[:10]}"
     if not f.active:
         line += " (archived)"
     if f.channel_id:

@@ -30,6 +30,7 @@ from bot.cogs.answers import (
 from bot.cogs.procedures import add_procedure, list_procedures, remove_procedure
 from bot.convert import visible_channel_ids
 from memory import (
+    DEFAULT_SEARCH_SCOPE,
     GUILD_SETTINGS,
     LORE_SUBJECT,
     Fact,
@@ -75,7 +76,7 @@ async def search_memory(
     channel: Any,
     member: discord.Member,
     query: str,
-    scope: str = "facts",
+    scope: str = DEFAULT_SEARCH_SCOPE,
     as_of: str | None = None,
 ) -> Answer:
     """``as_of``: an ISO date or time; the facts that were true then."""
@@ -124,7 +125,7 @@ async def about_member(
     if not shown:
         return Answer(f"I don't remember anything about {name} that you can see.")
     shown = shown[:ABOUT_LIMIT]
-    lines = [_fact_line(f.fact, f.confidence, f.updated_at, f.evidence_text) for f in shown]
+    lines = [_fact_line(f.fact, f.confidence, f.said_at, f.evidence_text) for f in shown]
     return Answer(fit_lines(f"**What I remember about {name}:**", lines))
 
 
@@ -347,7 +348,7 @@ class MemoryCommands(commands.Cog):
     @memory_group.command(name="search", description="Search this server's memory")
     @app_commands.describe(
         query="What to look for",
-        scope="Facts, past messages, or both",
+        scope="Facts, past messages, or both (the default)",
         as_of="A past date (e.g. 2024-05-01): what was true then",
     )
     @app_commands.choices(scope=SCOPES)
@@ -361,7 +362,13 @@ class MemoryCommands(commands.Cog):
         guild, channel, member = self._where(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
         answer = await search_memory(
-            self.memory, guild, channel, member, query, scope.value if scope else "facts", as_of
+            self.memory,
+            guild,
+            channel,
+            member,
+            query,
+            scope.value if scope else DEFAULT_SEARCH_SCOPE,
+            as_of,
         )
         await send_answer(interaction, answer)
 

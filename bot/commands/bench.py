@@ -5,6 +5,9 @@ MiniLM embedder and the rule extractor, in a throw-away data directory unless
 ``--data-dir`` names one. Prints a table; ``--json`` writes the summary.
 
 * ``locomo`` reads LoCoMo's layout (and data sets in it, e.g. REALTALK);
+* ``questions`` reads natural questions about a real export with the
+  messages that answer them (``tests/data/papyrology-questions.json``) and
+  counts those strict search answers well under each scope (``evals.questions``);
 * ``longmemeval`` reads LongMemEval's (plain or gzip-compressed JSON) and also
   takes ``--per-question OUT`` (JSON lines), ``--limit N``, ``--types`` and
   ``--db PATH``: the engine's data directory is kept there and reused, so a
@@ -27,8 +30,13 @@ from typing import Any
 
 from bot.commands._common import add_config_argument
 
-BENCHMARKS = ("locomo", "longmemeval", "extraction")
-DEFAULT_K = {"locomo": [5, 10, 25, 50], "longmemeval": [5, 10, 25], "extraction": []}
+BENCHMARKS = ("locomo", "longmemeval", "extraction", "questions")
+DEFAULT_K = {
+    "locomo": [5, 10, 25, 50],
+    "longmemeval": [5, 10, 25],
+    "extraction": [],
+    "questions": [3],
+}
 LONGMEMEVAL_ONLY = ("per_question", "limit", "types", "db")
 
 
@@ -106,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evals import locomo, longmemeval
+    from evals import locomo, longmemeval, questions
 
     if not getattr(args, "verbose", False):
         logging.getLogger().setLevel(logging.WARNING)
@@ -141,6 +149,15 @@ def run(args: argparse.Namespace) -> int:
     }
     mode = "strict search (gate on)" if args.gate else "ranking (gate off)"
     try:
+        if name == "questions":
+            summary = questions.run(
+                data, args.json, **{k: common[k] for k in ("data_dir", "threads", "progress")}
+            )
+            print("Natural questions about a real export, strict search (gate on), by scope")
+            print(questions.format_table(summary))
+            if args.json is not None:
+                print(f"wrote {args.json}")
+            return 0
         if name == "locomo":
             summary = locomo.run(data, ks, args.json, **common)
             table = locomo.format_table(summary)

@@ -1,11 +1,14 @@
 """``guildlore demo``: the whole product offline, in one command.
 
 No configuration, no network, no Discord: a fresh data dir, the bundled
-pseudonymised sample guild imported through the live ingest path with the
-offline rule extractor and the bundled local embedding model, then the
-dashboard on loopback. It prints the URL, a few searches that really return
-hits (picked from the facts the import produced, then checked), and runs
-until Ctrl-C or SIGTERM.
+pseudonymised sample guild (contiguous stretches of a real channel, every
+message in them: ``scripts/make_sample.py``) imported through the live
+ingest path with the offline rule extractor and the bundled local embedding
+model, then the dashboard on loopback. It prints the URL, what the memory
+holds (facts, the members they are about, searchable messages), a few
+searches that really return hits (picked from the facts the import produced,
+then checked) and "when did we talk about …?" questions answered from the
+past messages, and runs until Ctrl-C or SIGTERM.
 
 The environment's LLM and embedding settings are ignored on purpose: the demo
 must behave the same on every machine. ``DASHBOARD_TOKEN`` is honoured, since
@@ -34,6 +37,12 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 8080
 EXAMPLES = 4
+# Asked of the bundled sample; printed only when the answer's first hit is a
+# past message (checked at start-up, like the other examples).
+WHEN_QUESTIONS = (
+    "when did we talk about Plato's grave?",
+    "when did we talk about carbon dating the scrolls?",
+)
 SAMPLE_NAME = "sample_guild.json"
 READY_LINE = "guildlore demo: dashboard at"
 
@@ -110,7 +119,9 @@ async def _main(args: argparse.Namespace, data_dir: Path, started: float) -> int
             if stop.requested.is_set():
                 return 130
             await memory.refresh_snapshot()
+            holds = await memory_holds(memory, guild_id)
             examples = await example_queries(memory, guild_id)
+            examples += await when_examples(memory, guild_id)
             try:
                 runner = await _serve(memory, args.host, args.port)
             except ConfigError as exc:
@@ -124,7 +135,9 @@ async def _main(args: argparse.Namespace, data_dir: Path, started: float) -> int
             from dashboard.server import bound_port
 
             base = f"http://{_url_host(args.host)}:{bound_port(runner)}"
-            _print_ready(base, guild_id, data_dir, report, examples, time.monotonic() - started)
+            _print_ready(
+                base, guild_id, data_dir, report, holds, examples, time.monotonic() - started
+            )
             await stop.requested.wait()
             print("guildlore demo: shutting down", file=err)
             return 0
@@ -156,21 +169,26 @@ def _print_ready(
     guild_id: str,
     data_dir: Path,
     report: Any,
+    holds: dict[str, int],
     examples: list[tuple[str, int, str]],
     seconds: float,
 ) -> None:
     out = sys.stdout
+    per_100 = 100 * holds["facts"] / max(1, holds["messages"])
     lines = [
         "",
         f"{READY_LINE} {base}/   (ready in {seconds:.1f} s)",
-        f"  sample guild {guild_id}: {report.stats.messages} messages imported, "
-        f"{report.facts_added} facts, {report.fact_vectors + report.message_vectors} vectors",
+        f"  sample guild {guild_id}: {report.stats.messages} messages imported "
+        "(stretches of a real channel, every message in them)",
+        f"  the memory holds: {holds['facts']} facts about {holds['members_with_facts']} of "
+        f"{holds['members']} members, {holds['lore']} lore lines, "
+        f"{holds['messages']} searchable past messages ({per_100:.1f} facts per 100 messages)",
         f"  people and facts:  {base}/guilds/{guild_id}",
         f"  MEMORY.md:         {base}/snapshot   (JSON: {base}/api/memory)",
         f"  daily journals:    {base}/journal",
     ]
     if examples:
-        lines.append("  example searches (each returns hits on the sample):")
+        lines.append("  example searches (each returns hits on the sample; facts and messages):")
         for query, hits, top in examples:
             q = urllib.parse.quote(query)
             lines.append(f'    "{query}"  ({hits} hit{"s" if hits != 1 else ""}; top: {top})')
@@ -216,6 +234,38 @@ def query_from_fact(fact: str, subject_name: str) -> str | None:
     return " ".join(words).lower()
 
 
+async def memory_holds(memory: Memory, guild_id: str) -> dict[str, int]:
+    """What the guild's memory holds: current facts about members, lore lines,
+    members (with facts), searchable messages."""
+    from memory import LORE_SUBJECT
+
+    members = await memory.guilds.members(guild_id)
+    lore = await memory.facts.find(guild_id, subject=LORE_SUBJECT, limit=1000)
+    overview = {g["guild_id"]: g for g in await memory.guilds.overview()}.get(guild_id, {})
+    return {
+        "facts": sum(int(m.get("facts") or 0) for m in members),
+        "lore": len(lore),
+        "members": len(members),
+        "members_with_facts": sum(1 for m in members if m.get("facts")),
+        "messages": int(overview.get("messages") or 0),
+    }
+
+
+async def when_examples(memory: Memory, guild_id: str) -> list[tuple[str, int, str]]:
+    """(question, hits, top hit) for the "when did we talk about …?" questions
+    whose first hit is a past message: its date and author, then its text."""
+    from memory import DEFAULT_SEARCH_SCOPE
+
+    out: list[tuple[str, int, str]] = []
+    for question in WHEN_QUESTIONS:
+        hits = await memory.search(guild_id, question, limit=10, scope=DEFAULT_SEARCH_SCOPE)
+        if hits and hits[0].kind == "message":
+            top = hits[0]
+            said = f"{top.created_at[:10]}, {top.author_name or 'someone'}: {top.text}"
+            out.append((question, len(hits), " ".join(said.split())[:160]))
+    return out
+
+
 def _snowflake(message_id: str | None) -> int:
     return int(message_id) if message_id and message_id.isdigit() else 0
 
@@ -224,6 +274,8 @@ async def example_queries(
     memory: Memory, guild_id: str, wanted: int = EXAMPLES
 ) -> list[tuple[str, int, str]]:
     """(query, hits, top hit text) for a few queries taken from real facts and checked."""
+    from memory import DEFAULT_SEARCH_SCOPE
+
     facts = await memory.facts.find(guild_id, limit=200)
     names = {
         m["user_id"]: m.get("display_name") or "" for m in await memory.guilds.members(guild_id)
@@ -246,7 +298,7 @@ async def example_queries(
             query = query_from_fact(fact.fact, names.get(fact.subject, ""))
             if query is None or query in seen_queries:
                 continue
-            hits = await memory.search(guild_id, query, limit=10)
+            hits = await memory.search(guild_id, query, limit=10, scope=DEFAULT_SEARCH_SCOPE)
             if not hits:
                 continue
             seen_queries.add(query)

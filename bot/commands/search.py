@@ -36,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scope",
         choices=("facts", "messages", "all"),
-        default="facts",
-        help="facts (default), past messages, or both",
+        default=None,
+        help="facts, past messages, or both (default: both, merged by score)",
     )
     parser.add_argument("--limit", type=int, default=10, help="at most this many hits (1-50)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -124,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, settings: Any) -> int:
+    from memory import DEFAULT_SEARCH_SCOPE
+
+    args.scope = args.scope or DEFAULT_SEARCH_SCOPE
     async with open_memory(settings, ingest=False) as memory:
         hits = await memory.search(
             args.guild, args.query, channel_id=args.channel, limit=args.limit, scope=args.scope

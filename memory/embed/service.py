@@ -45,7 +45,7 @@ from memory.models import Fact
 from memory.store import facts as store_facts
 from memory.store import pending_vectors
 from memory.store import vectors as store_vectors
-from memory.store.relations import relate_written
+from memory.store.relations import NearestFacts, relate_written
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +78,11 @@ class EmbeddingService:
         # importer) embeds them afterwards with ``reindex``, so facts and their
         # vectors are not queued behind thousands of message embeddings.
         self.defer_messages = False
-        # Background work runs niced so a live bot's event loop keeps a core.
-        # A foreground command (import, demo start-up) has nothing to protect
-        # and turns it off: under other load a nice-10 thread gets about a
-        # tenth of a core, so a niced import would crawl.
+        # Background work runs niced so a live bot's event loop keeps a core. A foreground
+        # command (import, demo start-up) has nothing to protect and turns it off: under
+        # other load a nice-10 thread gets about a tenth of a core, so a niced import would crawl.
         self.low_priority = True
+        self.nearest_facts: NearestFacts | None = None  # unset: sqlite-vec's KNN
         self._embedders: dict[str, Embedder] = {}
         self._owned: set[str] = set()  # embedders made here (closed here); given ones are not
         self.enabled = cfg.provider != "none" or embedder is not None
@@ -321,7 +321,7 @@ class EmbeddingService:
             )
         )
         self.stats.fact_vectors += written
-        await relate_written(self.db, model, rows, now)
+        await relate_written(self.db, model, rows, now, self.nearest_facts)
         return int(written)
 
     async def embed_messages_by_id(self, guild_id: str, message_ids: Sequence[str]) -> int:

@@ -76,6 +76,12 @@ def render_fact(hit: Hit) -> str:
     return f"{' '.join(hit.text.split())} ({', '.join(parts)})"
 
 
+def render_lookup(hit: Hit) -> str:
+    """A ``memory_query`` result: a fact with its provenance, or a past
+    message with its date and author."""
+    return render_message(hit, {}) if hit.kind == "message" else render_fact(hit)
+
+
 def render_message(hit: Hit, channel_names: Mapping[str, str]) -> str:
     where = channel_names.get(hit.channel_id or "", "")
     place = f", #{where}" if where else ""
@@ -347,7 +353,7 @@ async def compose_reply(
         ),
         temperature=temperature,
         max_tokens=max_tokens,
-        render=render_fact,
+        render=render_lookup,
     )
     done = await exchange.run(prompt.messages, mode)
     retrieved = _unique(

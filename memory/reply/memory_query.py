@@ -13,6 +13,11 @@ names or ids, or ``lore``); ``types`` (memory types); ``as_of``, ``after``,
 ``before`` (ISO dates or times; as_of: what was true then; after/before:
 when it was observed); ``top_k`` (1–10, default 5); ``budget_tokens``
 (50–800, default 400); ``threshold`` (0–1: the least score a result needs).
+
+A call searches facts and past messages together (the engine's default
+scope: "when did we talk about X?" is answered by the messages), unless it
+narrows to members, memory types or observation times: those are fields of
+facts, which messages do not have, so such a call searches facts only.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory.errors import InvalidInput
 from memory.memory_types import MEMORY_TYPES, parse_types
-from memory.models import LORE_SUBJECT, Hit
+from memory.models import DEFAULT_SEARCH_SCOPE, LORE_SUBJECT, Hit
 from memory.text import estimate_tokens
 
 if TYPE_CHECKING:
@@ -60,8 +65,9 @@ TOOL_SPEC: dict[str, Any] = {
         "name": TOOL_NAME,
         "description": (
             "Search this server's long-term memory (facts about members, server lore, "
-            "summaries of past conversations). Use it when the conversation and the memory "
-            "already in your instructions are not enough. Results are bullets [M1], [M2]... "
+            "summaries of past conversations, and past messages: when something was "
+            "talked about). Use it when the conversation and the memory already in your "
+            "instructions are not enough. Results are bullets [M1], [M2]... "
             "At most 2 calls per reply."
         ),
         "parameters": {
@@ -134,6 +140,11 @@ class MemoryQuery:
     top_k: int = DEFAULT_TOP_K
     budget_tokens: int = DEFAULT_BUDGET_TOKENS
     threshold: float | None = None
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether the call narrows by fields only facts have (members, types, times)."""
+        return bool(self.about) or self.types is not None or bool(self.after or self.before)
 
     def filters(self) -> dict[str, Any]:
         """The call's filters, for traces and the reply's record."""
@@ -346,7 +357,7 @@ async def run_query(
             q.query,
             channel_id=scope.channel_id,
             limit=q.top_k,
-            scope="facts",
+            scope="facts" if q.narrowed else DEFAULT_SEARCH_SCOPE,
             visible_channels=set(scope.visible_channels),
             as_of=q.as_of,
             consumer=scope.consumers,

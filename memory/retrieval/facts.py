@@ -28,6 +28,7 @@ from memory.retrieval.shared_part import Offers, SharedPart
 from memory.retrieval.vector_search import VectorSearch
 from memory.store import facts as store
 from memory.store.search import facts_by_ids, fts_fact_ranks, merge_ranks, recent_subject_facts
+from memory.text import compact
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ class FactSearch:
         cfg = self.ctx.cfg
         now = self.ctx.clock()
         bm_norm = bm25_normalise([c.bm25_raw for c in cands])
-        lex = LexicalQuery(plan.text)
+        lex = LexicalQuery(plan.text, positive=plan.positive)
         out = []
         for c, bm in zip(cands, bm_norm, strict=True):
             f = c.fact
@@ -248,6 +249,9 @@ class FactSearch:
                 weights=weights,
                 canon=f.fact_type == "canon",
             )
+            if plan.positive and parts.passed and lex.only_negated(compact(text)):
+                # "who is a papyrologist?" is not answered by "… not a papyrologist".
+                parts = replace(parts, passed=False, negated=1.0)
             if f.fact_type == "insight":
                 # Inferred, never evidence: an insight ranks below what was said.
                 parts = replace(parts, combined=parts.combined * INSIGHT_RANK_WEIGHT)

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from memory.errors import InvalidInput
-from memory.models import ScoreParts
+from memory.models import Hit, ScoreParts
 from memory.retrieval.scoring import DEFAULT_WEIGHTS, ScoringWeights
 
 __all__ = [
@@ -103,6 +103,25 @@ class GateCalibration:
             if p.lexical >= self.cover_lex_min - _EPS:
                 return True
         return False
+
+    def without_fillers(self, hits: Sequence[Hit]) -> list[Hit]:
+        """Strict search's passing hits less the fillers: once a hit holds the
+        query's words (``cover_lex_min``), a hit that shares no word with the
+        query (no overlap, no BM25) stays only if its meaning alone reaches
+        ``cover_sem_min`` — "ilsedevos's husband is a computer scientist"
+        (0.31 under MiniLM) does not answer "who here studies Greek?" beside
+        "Justus is only starting to learn greek letters". Uncalibrated (both
+        thresholds 0), nothing is dropped."""
+        if not any(h.parts.lexical >= self.cover_lex_min - _EPS for h in hits):
+            return list(hits)
+        return [
+            h
+            for h in hits
+            if h.parts.lexical > 0.0
+            or h.parts.bm25 > 0.0
+            or h.parts.semantic is None
+            or h.parts.semantic >= self.cover_sem_min - _EPS
+        ]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {name: getattr(self, name) for name in THRESHOLDS}

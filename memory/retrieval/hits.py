@@ -45,7 +45,8 @@ def fact_hit(f: Fact, parts: ScoreParts) -> Hit:
         evidence_text=f.evidence_text,
         source_message_id=f.source_message_id,
         confidence=f.confidence,
-        created_at=f.created_at,
+        # What every reader shows as the fact's date: when it was said.
+        created_at=f.said_at,
         score=parts.combined,
         parts=parts,
     )

@@ -11,7 +11,10 @@ letters or more is also said in its regular inflections ("walk" ~
 "walking", "walked"): a member asking what they said about their walk means
 the message where they were out walking. The whole-query containment test
 uses the full compact query, stop words included, and respects word
-boundaries ("art" is not found in "party"). Pure: no I/O.
+boundaries ("art" is not found in "party"). A question that asks who has
+something reads text positively (``positive``): a word counts only where no
+negation governs it, so "I don't read greek" holds nothing of "who studies
+Greek?" (``memory.retrieval.negation``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from memory.retrieval.negation import NEGATORS, negated
 from memory.text import compact, is_no_space_token, tokens
 
 # English function words that carry no topic. Kept short on purpose: words
@@ -130,11 +134,13 @@ def compact_tokens(compacted: str) -> list[str]:
 
 
 class LexicalQuery:
-    """``lexical_score`` with the query's side prepared once (many candidates)."""
+    """``lexical_score`` with the query's side prepared once (many candidates).
+    ``positive``: count a word only where no negation governs it."""
 
-    __slots__ = ("_probes", "compact", "terms")
+    __slots__ = ("_probes", "compact", "positive", "terms")
 
-    def __init__(self, query: str) -> None:
+    def __init__(self, query: str, *, positive: bool = False) -> None:
+        self.positive = positive
         self.compact = compact(query)
         self.terms = query_terms(self.compact) if self.compact else frozenset()
         # Each term's forms, and the start they all share as a word of an
@@ -152,6 +158,8 @@ class LexicalQuery:
         """``score`` of text already ``compact``-ed; ``said``: its tokens, when known."""
         if not self.compact or not t:
             return 0.0
+        if self.positive and _may_negate(t):
+            return self._positive_score(t)
         if _contains_phrase(t, self.compact):
             return 1.0
         if not self.terms:
@@ -166,6 +174,42 @@ class LexicalQuery:
         words = set(compact_tokens(t)) if said is None else said()
         found = sum(not forms.isdisjoint(words) for _, forms in self._probes)
         return found / len(self.terms)
+
+    def _positive_score(self, t: str) -> float:
+        """``score_compact`` of a text with a negation in it, counting only the
+        words (and the whole query) said where no negation governs them."""
+        words = compact_tokens(t)
+        free = [w for w, neg in zip(words, negated(words), strict=True) if not neg]
+        if not self.terms:
+            return 0.0
+        kept = set(free)
+        found = sum(not forms.isdisjoint(kept) for _, forms in self._probes)
+        if found == len(self.terms) and _contains_phrase(" ".join(free), self.compact):
+            return 1.0
+        return found / len(self.terms)
+
+    def only_negated(self, t: str) -> bool:
+        """Whether text (compact) holds words of the query, but each only where
+        a negation governs it: "not a papyrologist" for "who is a papyrologist?"."""
+        if not self.terms or not t or not _may_negate(t):
+            return False
+        words = compact_tokens(t)
+        neg = negated(words)
+        said = {w for w, n in zip(words, neg, strict=True) if not n}
+        under = {w for w, n in zip(words, neg, strict=True) if n}
+        forms = [f for _, f in self._probes]
+        return any(not f.isdisjoint(under) for f in forms) and all(
+            f.isdisjoint(said) for f in forms
+        )
+
+
+def _may_negate(t: str) -> bool:
+    """Whether compact text can hold a negation (a quick look before reading it)."""
+    spaced = f" {t} "
+    return " t " in spaced or any(f" {w} " in spaced for w in _NEGATOR_WORDS)
+
+
+_NEGATOR_WORDS = tuple(sorted(NEGATORS, key=len))  # the short, common ones first
 
 
 def _said_in(spaced: str, probe: str, forms: frozenset[str]) -> bool:

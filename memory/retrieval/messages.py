@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memory.db.core import Connection
 from memory.models import Hit, ScoreParts, StoredMessage
@@ -341,7 +341,7 @@ class MessageSearch:
         half_days = ctx.cfg.recency_half_days
         w = ctx.message_weights
         bm_norm = bm25_normalise([c.bm25_raw for c in cands])
-        lexq = LexicalQuery(plan.content)
+        lexq = LexicalQuery(plan.content, positive=plan.positive)
         eager = w.lexical > 0
         own_story = w.first_person > 0 and asks_for_own_story(plan.text)
 
@@ -405,6 +405,13 @@ class MessageSearch:
         best: list[tuple[_MsgCand, ScoreParts]] = []
         for (c, bm), fp, _ in walk:
             parts = parts_for(c, bm, readings.lexical(lexq, c.seq, c.msg.content), fp)
+            if (
+                plan.positive
+                and parts.passed
+                and lexq.only_negated(readings.compacted(c.seq, c.msg.content))
+            ):
+                # "who studies Greek?" is not answered by "I don't read greek".
+                parts = replace(parts, passed=False, negated=1.0)
             if len(best) < limit:
                 best.append((c, parts))
             if mode == "all" or parts.passed:

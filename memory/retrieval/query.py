@@ -23,7 +23,8 @@ from datetime import UTC, date, datetime, timedelta
 from functools import cached_property
 
 from memory.retrieval.lexical import STOP_WORDS
-from memory.text import is_no_space_token, tokens
+from memory.retrieval.negation import asks_for_holders
+from memory.text import compact, is_no_space_token, tokens
 
 MAX_QUERY_CHARS = 2000
 MAX_MATCH_TERMS = 24
@@ -405,6 +406,9 @@ class QueryPlan:
     dates: tuple[DateSpan, ...]
     fact_match: str | None
     message_match: str | None
+    # The query asks who has something and names no member: a line that says
+    # its words only under a negation is no answer (memory.retrieval.negation).
+    positive: bool = False
 
     def speaker_weight(self, author_id: str | None) -> float:
         """1 for the first member the query names, LATER_NAME_WEIGHT for later ones."""
@@ -435,4 +439,5 @@ def plan_query(query: str, names: MemberNames, now: datetime) -> QueryPlan:
         dates=tuple(find_dates(text, now)),
         fact_match=fts_match_expression(text),
         message_match=fts_match_expression(text, prefixes=True),
+        positive=not named and asks_for_holders(compact(text).split()),
     )

@@ -48,6 +48,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from memory.clock import Clock, iso
 from memory.config import RetrievalConfig
 from memory.db.core import Database
@@ -97,6 +99,13 @@ class Retriever:
     def last_timings(self) -> dict[str, float]:
         """The stages of the last search or slice, ms."""
         return self.ctx.timings
+
+    async def nearest_facts(
+        self, model: str, guild_id: str, queries: np.ndarray, k: int
+    ) -> list[list[tuple[int, float]]] | None:
+        """The guild's active facts nearest each query vector (raw cosine), from
+        its in-memory matrix; None while that loads (``memory.store.relations``)."""
+        return await self.ctx.vectors.nearest_facts(model, guild_id, queries, k)
 
     async def plan(self, guild_id: str, query: str) -> QueryPlan:
         """How a query is read: named members, dates, content."""
@@ -211,7 +220,9 @@ class Retriever:
                 covering = [h for h in first if h.parts.about in ATTRIBUTING]
             if gate and not calibration.covers(h.parts for h in covering):
                 hits = []  # nothing in memory is about this query (and its members)
-            elif hits and parts is not None:
+            elif gate:
+                hits = calibration.without_fillers(hits)
+            if hits and parts is not None:
                 hits = fuse_parts(hits, await parts, limit, ctx.tuning.part_fusion)
         finally:
             if parts is not None:  # not needed (or failed): stopped, and its outcome read

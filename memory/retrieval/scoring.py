@@ -219,8 +219,12 @@ def passes_gate(parts: ScoreParts, *, weights: ScoringWeights = DEFAULT_WEIGHTS)
     With a semantic score a hit passes on a strong signal of its own (``sem_min``,
     ``lex_min_with_semantic``) or on a high combined score backed by a weak one;
     without, on lexical overlap or a higher combined score alone. A canon
-    fact is judged without its boost.
+    fact is judged without its boost. A hit that says the words of a "who
+    has…" question only under a negation never passes
+    (``memory.retrieval.negation``).
     """
+    if parts.negated:
+        return False
     combined = parts.combined - weights.canon_boost * parts.canon
     return _gate(parts.lexical, parts.semantic, combined, weights)
 

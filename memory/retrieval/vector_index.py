@@ -74,6 +74,9 @@ class VectorCacheConfig:
     # A matrix loaded before another connection's commit is reloaded once it
     # is this old (see the module docstring).
     external_reload_s: float = 60.0
+    # A facts matrix this big gets a coarse index for linking new facts
+    # (``memory.retrieval.coarse_index``); below it an exact scan is cheap.
+    coarse_min_rows: int = 20_000
 
 
 class GuildMatrix:
@@ -99,6 +102,12 @@ class GuildMatrix:
         self.epoch = epoch
         self._pending: list[tuple[str, Any]] = []
         self._median: tuple[tuple[int, int], int | None] = ((-1, -1), None)
+        # Row numbers hold until the next install (a reload or a compaction):
+        # ``layout`` counts installs, ``rewritten`` lists the rows whose vector
+        # was replaced since the last one. A structure built over the rows
+        # (``memory.retrieval.coarse_index``) reads both to stay exact.
+        self.layout = 0
+        self.rewritten: list[int] = []
 
     # -- size ---------------------------------------------------------------------------------
     @property
@@ -135,6 +144,8 @@ class GuildMatrix:
         self._n = n
         self._row = {int(i): r for r, i in enumerate(ids.tolist())}
         self._dead = 0
+        self.layout += 1
+        self.rewritten = []
         # (n, dead) only grows between installs; an install may bring back an
         # earlier pair with other ids, so the cached median is dropped here.
         self._median = ((-1, -1), None)
@@ -166,6 +177,8 @@ class GuildMatrix:
                 self._n += 1
                 self._row[int(i)] = r
                 self._ids[r] = int(i)
+            else:
+                self.rewritten.append(r)
             self._vecs[r] = v
 
     def _remove_locked(self, ids: Iterable[int]) -> None:
@@ -216,6 +229,35 @@ class GuildMatrix:
                 if ids[r] >= 0 and np.isfinite(sims[r])
             ]
 
+    def top_k_many(self, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
+        """``top_k`` of several queries (rows of ``queries``) in one matrix
+        product per block of queries: what linking a batch of new facts reads."""
+        out: list[list[tuple[int, float]]] = []
+        with self.lock:
+            n = self._n
+            if n == 0 or k <= 0:
+                return [[] for _ in range(len(queries))]
+            ids = self._ids[:n]
+            # Blocks bound the similarity matrix (64 × 100k rows = 25 MB).
+            for start in range(0, len(queries), 64):
+                block = queries[start : start + 64]
+                sims = (
+                    block @ self._vecs[:n].T
+                    if len(block) > 1
+                    else _dot_rows(self._vecs[:n], block[0])[None, :]
+                )
+                out.extend(_best(ids, row, k) for row in sims)
+        return out
+
+    def top_k_rows(self, query: np.ndarray, rows: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """``top_k`` among the given row numbers only (a candidate set)."""
+        with self.lock:
+            rows = rows[rows < self._n]
+            if len(rows) == 0 or k <= 0:
+                return []
+            sims = _dot_rows(self._vecs[rows], query)
+            return _best(self._ids[rows], sims, k)
+
     def similarities(self, query: np.ndarray, ids: Iterable[int]) -> dict[int, float]:
         """Cosine similarity for the given ids that have a row here."""
         with self.lock:
@@ -243,9 +285,29 @@ class GuildMatrix:
                 self._median = (key, value)
             return self._median[1]
 
+    def row_count(self) -> int:
+        """Rows in use, dead ones included (row numbers below it are valid)."""
+        return self._n
+
+    def view(self) -> tuple[np.ndarray, int, int, int]:
+        """(vectors, rows in use, layout, len(rewritten)) as of now, for a
+        structure built over the rows: the array is the live one, not a copy."""
+        with self.lock:
+            return self._vecs, self._n, self.layout, len(self.rewritten)
+
     def has(self, item_id: int) -> bool:
         with self.lock:
             return int(item_id) in self._row
+
+
+def _best(ids: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """(id, similarity) of the ``k`` best live rows, best first."""
+    sims = np.where(ids >= 0, sims, -np.inf)
+    n = len(sims)
+    kk = min(k, n)
+    part = np.argpartition(-sims, kk - 1)[:kk] if kk < n else np.arange(n)
+    order = part[np.argsort(-sims[part], kind="stable")]
+    return [(int(ids[r]), float(sims[r])) for r in order.tolist() if np.isfinite(sims[r])]
 
 
 class VectorIndex:

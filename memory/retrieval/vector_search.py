@@ -34,6 +34,8 @@ from memory.embed.base import (
     similarity_floor,
     vector_to_blob,
 )
+from memory.retrieval import coarse_index
+from memory.retrieval.coarse_index import CoarseIndex
 from memory.retrieval.vector_index import GuildMatrix, VectorCacheConfig, VectorIndex
 from memory.store import vectors as store_vectors
 
@@ -220,6 +222,67 @@ class Vectors:
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._closed = False
+        # Coarse indexes of big fact matrices, and their builds under way.
+        self._coarse: dict[tuple[str, str], CoarseIndex] = {}
+        self._coarse_builds: dict[tuple[str, str], asyncio.Task[Any]] = {}
+
+    async def nearest_facts(
+        self, model: str, guild_id: str, queries: np.ndarray, k: int
+    ) -> list[Neighbours] | None:
+        """The ``k`` facts nearest each row of ``queries`` (raw cosine, best
+        first), from the guild's matrix: exactly while it is small, through its
+        coarse index once it is big (``memory.retrieval.coarse_index``). None
+        while the matrix is not loaded (its load starts): the caller reads vec0."""
+        self._attach()
+        mat = self.index.get("facts", model, guild_id)
+        if mat is None:
+            self._ensure_loading("facts", model, guild_id)
+            return None
+        coarse = self._coarse_for(mat)
+        if coarse is None:
+            return await asyncio.to_thread(mat.top_k_many, queries, k)
+        return await asyncio.to_thread(lambda: [coarse.top_k(mat, q, k) for q in queries])
+
+    def coarse(self, model: str, guild_id: str) -> CoarseIndex | None:
+        """The guild's facts coarse index, if one is built."""
+        return self._coarse.get((model, guild_id))
+
+    async def settle(self) -> None:
+        """Wait for the matrix loads and coarse-index builds under way."""
+        for task in [*self._loads.values(), *self._coarse_builds.values()]:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+
+    def _coarse_for(self, mat: GuildMatrix) -> CoarseIndex | None:
+        """The matrix's coarse index if it has a usable one; a build starts
+        when it has none or the one it has is stale."""
+        key = (mat.model, mat.guild_id)
+        found = self._coarse.get(key)
+        if found is not None and not found.usable(mat):
+            found = None
+            del self._coarse[key]
+        if mat.row_count() < self.cfg.coarse_min_rows:
+            return found
+        if found is None or found.stale(mat):
+            task = self._coarse_builds.get(key)
+            if task is None or task.done():
+                self._coarse_builds[key] = asyncio.get_running_loop().create_task(
+                    self._build_coarse(key, mat)
+                )
+        return found
+
+    async def _build_coarse(self, key: tuple[str, str], mat: GuildMatrix) -> None:
+        try:
+            built = await asyncio.to_thread(
+                coarse_index.build, mat, min_rows=self.cfg.coarse_min_rows
+            )
+        except Exception as exc:  # the exact scan keeps working
+            log.warning("coarse index build failed for %s: %s", key[1], exc)
+            return
+        finally:
+            self._coarse_builds.pop(key, None)
+        if built is not None and self.index.get("facts", *key) is mat:
+            self._coarse[key] = built
 
     def search(
         self, kind: VectorKind, model: str, guild_id: str, query: np.ndarray
@@ -266,6 +329,13 @@ class Vectors:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
         self._loads.clear()
+        builds = [t for t in self._coarse_builds.values() if not t.done()]
+        for t in builds:
+            t.cancel()
+        for t in builds:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self._coarse.clear()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None

@@ -47,6 +47,8 @@ class MemberFact:
     evidence: str | None
     observed_at: str | None
     updated_at: str
+    # When it was said (``Fact.said_at``): the date about-me and exports show.
+    said_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -183,4 +185,5 @@ def _member_fact(f: Fact, own_source: bool) -> MemberFact:
         evidence=f.evidence_text if own_source else None,
         observed_at=f.observed_at,
         updated_at=f.updated_at,
+        said_at=f.said_at,
     )

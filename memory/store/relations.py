@@ -7,12 +7,19 @@ stored once (``a_id < b_id``, a primary key), so writing it again changes
 nothing. A fact whose vector is written again (its text changed) gets its
 edges anew. Edges go with their facts: a trigger deletes them with either
 fact; readers keep to active facts, so an archived fact's edges rest until
-it is restored or deleted."""
+it is restored or deleted.
+
+The neighbours come from the guild's in-memory vector matrix when the
+caller has one (``relate_written``'s ``nearest``: the retriever's matrix, or
+its coarse index once the guild is big); sqlite-vec's KNN, a scan of the
+guild's whole partition in SQLite, is the fallback while the matrix loads."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from memory.db.core import Connection, Database
 from memory.db.sql import chunks, marks
@@ -22,6 +29,12 @@ from memory.store.vectors import knn
 
 LINK_MIN = 0.6
 MAX_LINKS = 5
+
+# (model, guild, query vectors, k) -> the k nearest active facts of each
+# query, (id, cosine) best first; None when the caller has no matrix at hand.
+NearestFacts = Callable[
+    [str, str, np.ndarray, int], Awaitable[list[list[tuple[int, float]]] | None]
+]
 
 
 @dataclass(frozen=True)
@@ -35,6 +48,18 @@ def edge(a: int, b: int) -> tuple[int, int]:
     return (a, b) if a < b else (b, a)
 
 
+def links_of(
+    fact_id: int,
+    found: Iterable[tuple[int, float]],
+    *,
+    link_min: float = LINK_MIN,
+    max_links: int = MAX_LINKS,
+) -> list[tuple[int, float]]:
+    """The edges ``fact_id`` gets from its nearest facts ``found`` (best first)."""
+    out = [(other, round(c, 4)) for other, c in found if other != fact_id and c >= link_min]
+    return out[:max_links]
+
+
 def neighbours(
     con: Connection,
     model: str,
@@ -45,13 +70,15 @@ def neighbours(
     link_min: float = LINK_MIN,
     max_links: int = MAX_LINKS,
 ) -> list[tuple[int, float]]:
-    """The active facts ``fact_id`` (vector ``blob``) links to: (other id, cosine)."""
-    out: list[tuple[int, float]] = []
-    for other, distance in knn(con, "facts", model, guild_id, blob, max_links + 1):
-        cosine = 1.0 - distance
-        if other != fact_id and cosine >= link_min:
-            out.append((other, round(cosine, 4)))
-    return out[:max_links]
+    """The active facts ``fact_id`` (vector ``blob``) links to: (other id, cosine),
+    read from sqlite-vec's index."""
+    found = knn(con, "facts", model, guild_id, blob, max_links + 1)
+    return links_of(
+        fact_id,
+        ((other, 1.0 - distance) for other, distance in found),
+        link_min=link_min,
+        max_links=max_links,
+    )
 
 
 def save_links(
@@ -81,19 +108,41 @@ def relate(con: Connection, model: str, guild_id: str, fact_id: int, blob: bytes
 
 
 async def relate_written(
-    db: Database, model: str, rows: Sequence[tuple[int, str, str, bytes]], now: str
+    db: Database,
+    model: str,
+    rows: Sequence[tuple[int, str, str, bytes]],
+    now: str,
+    nearest: NearestFacts | None = None,
 ) -> int:
     """Relate facts whose vectors were just written (rows as ``put_fact_vectors``
-    takes them). The nearest-neighbour searches run on a reader, so the
-    writer thread only inserts the edges."""
+    takes them): a guild's rows are searched together in ``nearest`` (its
+    in-memory matrix), or one by one in sqlite-vec on a reader when that has
+    none at hand. The writer thread only inserts the edges."""
+    by_guild: dict[str, list[tuple[int, bytes]]] = {}
+    for fact_id, guild_id, _hash, blob in rows:
+        by_guild.setdefault(guild_id, []).append((fact_id, blob))
+    found: dict[str, dict[int, list[tuple[int, float]]]] = {}
+    stored: dict[str, list[tuple[int, bytes]]] = {}
+    for guild_id, items in by_guild.items():
+        queries = np.stack([np.frombuffer(blob, dtype=np.float32) for _, blob in items])
+        near = None if nearest is None else await nearest(model, guild_id, queries, MAX_LINKS + 1)
+        if near is None:
+            stored[guild_id] = items
+            continue
+        found[guild_id] = {
+            fact_id: links_of(fact_id, hits) for (fact_id, _), hits in zip(items, near, strict=True)
+        }
 
     def find(con: Connection) -> dict[str, dict[int, list[tuple[int, float]]]]:
-        out: dict[str, dict[int, list[tuple[int, float]]]] = {}
-        for fact_id, guild_id, _hash, blob in rows:
-            out.setdefault(guild_id, {})[fact_id] = neighbours(con, model, guild_id, fact_id, blob)
-        return out
+        return {
+            guild_id: {
+                fact_id: neighbours(con, model, guild_id, fact_id, blob) for fact_id, blob in items
+            }
+            for guild_id, items in stored.items()
+        }
 
-    found = await db.read(find)
+    if stored:
+        found.update(await db.read(find))
     written = 0
     for guild_id, links in found.items():
         written += await db.write(save_links, guild_id, links, now)

@@ -148,6 +148,20 @@ async def test_search_is_guild_scoped(harness: Harness) -> None:
     assert "loves sailing on Lake Geneva" in there.text
 
 
+async def test_search_answers_when_we_talked_about_something_by_default(harness: Harness) -> None:
+    h = harness
+    await h.say(
+        "Did you see the news? Plato's grave was found in the Academy garden.", member=h.bob
+    )
+    await h.settle()
+    answer = await search_memory(
+        h.memory, h.guild, h.general, h.alice, "when did we talk about Plato's grave?"
+    )
+    # The past message itself, dated and placed: no fact holds it.
+    assert "Plato's grave was found" in answer.text
+    assert f"<#{h.general.id}> {h.bob.display_name}: Did you see" in answer.text
+
+
 async def test_search_as_of_a_past_date(harness: Harness) -> None:
     h = harness
     await h.say("I love sailing on Lake Geneva.", member=h.alice, channel=h.general)

@@ -18,7 +18,7 @@ from memory.db.sqlite import driver as sqlite
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "bot" / "data" / "sample_guild.json"
 GUILD = "1200000000000000001"
-DORIAN = "1210000000000031676"  # "Dorian is a paleographer." in the sample
+DORIAN = "1210000000000031676"  # "Dorian is a Hellenist." in the sample
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -76,12 +76,14 @@ def test_every_command_has_a_module_and_help(capsys: pytest.CaptureFixture[str])
 
 
 def test_search_table(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "search", "paleographer", "--guild", GUILD, "--data-dir", str(data))
+    code, out, _ = _run(
+        capsys, "search", "Hellenist", "--guild", GUILD, "--data-dir", str(data), "--scope", "facts"
+    )
     assert code == 0
     header, rule, first, *_ = out.splitlines()
     assert header.split() == ["score", "kind", "who", "text"]
     assert set(rule.replace(" ", "")) == {"-"}
-    assert "profile" in first and "Dorian" in first and "Dorian is a paleographer." in first
+    assert "profile" in first and "Dorian" in first and "Dorian is a Hellenist." in first
 
 
 def test_search_json_and_scope(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -181,7 +183,7 @@ def test_forget_erases_the_member(data: Path, capsys: pytest.CaptureFixture[str]
     journal = "".join(p.read_text() for p in (data / "memory_journal").glob("*.md"))
     assert DORIAN not in journal
 
-    code, out, _ = _run(capsys, "search", "paleographer", "--guild", GUILD, "--data-dir", str(data))
+    code, out, _ = _run(capsys, "search", "Hellenist", "--guild", GUILD, "--data-dir", str(data))
     assert "Dorian" not in out
 
 
@@ -190,7 +192,7 @@ def test_snapshot_prints_memory_md(data: Path, capsys: pytest.CaptureFixture[str
     code, out, err = _run(capsys, "snapshot", "--data-dir", str(data))
     assert code == 0
     assert out.startswith("# Durable Memory Snapshot")
-    assert "Dorian is a paleographer." in out
+    assert "Dorian is a Hellenist." in out
     assert "MEMORY.md" in err
     assert (data / "memory_journal" / "MEMORY.md").read_text(encoding="utf-8") == out
 
@@ -378,6 +380,38 @@ def test_purge_guild_erases_all_of_it(data: Path, capsys: pytest.CaptureFixture[
     con.close()
     for path in data.rglob("*"):
         if path.is_file():
-            assert b"paleographer" not in path.read_bytes(), path
-    code, out, _ = _run(capsys, "search", "paleographer", "--guild", GUILD, "--data-dir", str(data))
+            assert b"Hellenist" not in path.read_bytes(), path
+    code, out, _ = _run(capsys, "search", "Hellenist", "--guild", GUILD, "--data-dir", str(data))
     assert "Dorian" not in out
+
+
+def test_search_answers_when_we_talked_about_something_from_messages_by_default(
+    data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No fact holds Plato; the channel's messages do (April-May 2024).
+    code, out, _ = _run(
+        capsys,
+        "search",
+        "when did we talk about Plato?",
+        "--guild",
+        GUILD,
+        "--data-dir",
+        str(data),
+        "--json",
+    )
+    assert code == 0
+    hits = json.loads(out)["hits"]
+    assert hits and hits[0]["kind"] == "message" and "plato" in hits[0]["fact"].lower()
+    assert hits[0]["created_at"].startswith("2024-0")
+    code, out, _ = _run(
+        capsys,
+        "search",
+        "when did we talk about Plato?",
+        "--guild",
+        GUILD,
+        "--data-dir",
+        str(data),
+        "--scope",
+        "facts",
+    )
+    assert code == 0 and "no hits" in out

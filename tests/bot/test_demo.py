@@ -1,8 +1,9 @@
 """``guildlore demo`` smoke test: a real process, offline, on a free port.
 
-It must print its URL within 60 s, serve a non-empty MEMORY.md at
-``/api/memory`` and hits for the example searches it printed, then stop
-cleanly (exit 0) on SIGTERM.
+It must print its URL within 60 s, say what the memory holds (the figures
+the API gives), serve a non-empty MEMORY.md at ``/api/memory`` and hits for
+the example searches it printed — among them a "when did we talk about …?"
+answered by a past message — then stop cleanly (exit 0) on SIGTERM.
 """
 
 from __future__ import annotations
@@ -79,8 +80,22 @@ def test_demo_starts_serves_and_stops(tmp_path: Path) -> None:
         assert "No durable facts" not in markdown
         assert re.search(r"- (Profile|Preference|Project|Relationship): ", markdown)
 
+        holds = re.search(
+            r"the memory holds: (\d+) facts about (\d+) of (\d+) members, (\d+) lore lines, "
+            r"(\d+) searchable past messages",
+            text,
+        )
+        assert holds, text
+        members = _get(f"{url}/api/guilds/{SAMPLE_GUILD}/members")["members"]
+        assert int(holds[1]) == sum(m["facts"] for m in members) > 0
+        assert int(holds[2]) == sum(1 for m in members if m["facts"]) > 0
+        assert int(holds[3]) == len(members)
+        (guild,) = [g for g in _get(f"{url}/api/guilds")["guilds"] if g["guild_id"] == SAMPLE_GUILD]
+        assert int(holds[5]) == guild["messages"]
+
         queries = re.findall(r'^    "([^"]+)"  \((\d+) hits?', text, flags=re.MULTILINE)
-        assert len(queries) >= 2, text
+        assert len(queries) >= 3, text
+        answered_from_messages = []
         for query, printed_hits in queries:
             found = _get(
                 url
@@ -91,6 +106,9 @@ def test_demo_starts_serves_and_stops(tmp_path: Path) -> None:
             assert hits, f"example search {query!r} returned nothing"
             assert len(hits) == int(printed_hits)
             assert all(h["guild_id"] == SAMPLE_GUILD for h in hits)
+            if query.startswith("when did we talk about") and hits[0]["kind"] == "message":
+                answered_from_messages.append(query)
+        assert answered_from_messages, text
         print(f"\ndemo ready in {ready_s:.1f} s (limit {READY_LIMIT_S:.0f} s)")
     finally:
         if proc.poll() is None:

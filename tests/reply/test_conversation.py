@@ -93,7 +93,8 @@ async def test_prompt_has_the_memory_sections_with_provenance(
     make_memory: Any, fake_openai: FakeOpenAI, clock: Any
 ) -> None:
     mem = await make_memory(clock=clock)
-    await say(mem, "I love hiking in the Alps.")
+    # Said two days before "today": the prompt dates the fact by its message.
+    await say(mem, "I love hiking in the Alps.", created_at="2026-11-20T09:00:00.000Z")
     await mem.lore.remember(
         GUILD, "the summer meetup is in Zermatt", source_text="the summer meetup is in Zermatt"
     )
@@ -116,7 +117,7 @@ async def test_prompt_has_the_memory_sections_with_provenance(
     assert "Known facts about this user:" in system
     assert "Relevant durable memory:" in system
     assert "Relevant past messages:" in system
-    assert "Alice loves hiking in the Alps. (conf 0.62, 2026-11-22" in system
+    assert "Alice loves hiking in the Alps. (conf 0.62, 2026-11-20" in system
     assert 'evidence: "I love hiking in the Alps."' in system
     assert "Memory line: the summer meetup is in Zermatt." in system
     assert "any tips" not in system  # the message being answered is not a "past message"
