@@ -45,7 +45,14 @@ from memory.diagnostics import (
 )
 from memory.embed.base import provider_default_model
 from memory.engine import Memory
-from memory.errors import ConfigError, GuildloreError, InvalidInput, LLMError
+from memory.errors import (
+    ConfigError,
+    DatabaseUnavailable,
+    GuildloreError,
+    InvalidInput,
+    LLMError,
+    StorageError,
+)
 from memory.extract.rules.extractor import RuleExtractor
 from memory.guild_settings import GUILD_SETTINGS, GUILD_SETTINGS_BY_KEY, parse_guild_setting
 from memory.importer.reader import iter_paths, read_header
@@ -95,6 +102,7 @@ __all__ = [
     "Clients",
     "Clock",
     "ConfigError",
+    "DatabaseUnavailable",
     "EmbeddingConfig",
     "Episode",
     "Fact",
@@ -109,6 +117,7 @@ __all__ = [
     "InvalidInput",
     "LLMConfig",
     "LLMError",
+    "StorageError",
     "MemberFact",
     "MemberRecord",
     "Memory",
