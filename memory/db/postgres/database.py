@@ -156,6 +156,7 @@ class PgDatabase:
         self.inline_writes = 0  # urgent writes, on their own connection
         self.external_commits = 0
         self.retried_transactions = 0  # run again after a lost connection or a deadlock
+        self.commit_lookups = 0  # commits whose connection broke, looked up by transaction id
 
     # -- lifecycle -------------------------------------------------------
     async def open(self) -> None:
@@ -383,6 +384,7 @@ class PgDatabase:
         ``COMMIT``, committed — asked on the writer's next connection."""
         cons = self._writer_cons
         assert cons is not None
+        self.commit_lookups += 1
         while True:
             raw = pools.take(cons, self.status, self._abandon_waits)
             try:

@@ -107,6 +107,7 @@ class UrgentWriter:
         self.writes = 0
         self.groups = 0  # transactions (a group of one included)
         self.retried_groups = 0  # run again after a lost connection or a deadlock
+        self.commit_lookups = 0  # commits whose connection broke, looked up by transaction id
 
     def start(self) -> None:
         """Start the thread."""
@@ -203,6 +204,7 @@ class UrgentWriter:
     def _committed(self, xid: str) -> bool:
         """Whether the group's transaction committed although its connection
         broke during ``COMMIT`` (asked on the next connection)."""
+        self.commit_lookups += 1
         while True:
             raw = pools.take(self._cons, self._status, self._abandon_waits)
             try:
