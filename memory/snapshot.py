@@ -19,7 +19,6 @@ from pathlib import Path
 
 from memory.clock import iso
 from memory.config import SnapshotConfig
-from memory.errors import DatabaseUnavailable
 from memory.journal import Journal, JournalEntry, atomic_write_bytes
 from memory.models import LORE_SUBJECT, Fact
 from memory.sensitive import mask_secrets
@@ -463,10 +462,6 @@ class SnapshotRefresher:
             try:
                 await self._render()
                 return True
-            except DatabaseUnavailable as exc:  # the process says why, once
-                self.errors += 1
-                logger.warning("snapshot refresh skipped: %s", exc)
-                return False
             except Exception:
                 self.errors += 1
                 logger.exception("snapshot refresh failed")

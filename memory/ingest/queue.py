@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.config import IngestConfig
-from memory.errors import DatabaseUnavailable
 from memory.ingest.in_order import InOrder
 from memory.ingest.inbox import Inbox
 from memory.ingest.jobs import Batch as Batch
@@ -451,19 +450,13 @@ class IngestQueue:
                     job.done.set_result(False)
             self._in_flight -= len(batch)
             raise
-        except DatabaseUnavailable as exc:
-            # The process gives up on the database and says why; the batch's
-            # messages stay unfinished in the inbox for the next start.
-            log.warning("ingest batch of %d not written: %s", len(batch), exc)
-            self.stats.failed_batches += 1
-            error = exc
         except Exception as exc:
             log.exception("ingest batch of %d failed", len(batch))
             self.stats.failed_batches += 1
             error = exc
         batch.extraction_done()
         batch.set_active(False)
-        if error is not None and not isinstance(error, DatabaseUnavailable):
+        if error is not None:
             # Its unwritten messages wait for a retry, logged: no restart needed.
             try:
                 await self._inbox.batch_failed(batch, error)

@@ -44,12 +44,6 @@ reads go on; the next write starts the WAL over from its first frame. If a
 read takes longer, the next round tries again. The file is reused, not
 truncated (that costs time in the write that does it); ``journal_size_limit``
 trims it to twice the limit if it ever grew further.
-
-An error that does not pass by itself — an I/O error, a damaged file, a file
-that is not a database, the file deleted or replaced under the process — is
-recorded in ``status`` (``memory.db.status``) as a failure: every later call
-raises ``DatabaseUnavailable`` instead of failing the same way for ever, and
-the process says why and exits non-zero.
 """
 
 from __future__ import annotations
@@ -57,7 +51,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -68,6 +61,7 @@ from typing import Any, TypeVar
 
 from memory.db.changes import Change, ExternalCommit
 from memory.db.core import Connection, Subscriber, Subscribers
+from memory.db.sqlite import damage
 from memory.db.sqlite import driver as sqlite
 from memory.db.sqlite.migrations import migrate
 from memory.db.sqlite.read_gate import ReadGate
@@ -102,10 +96,6 @@ WAL_FRAME_HEADER = 24  # bytes before each page in the WAL
 # page miss; a cache that holds the table saves them. Pages are allocated as they are read,
 # so a small database never uses this much.
 READER_CACHE_KIB = 128 * 1024
-# SQLite's errors that do not pass by trying again (extended codes included:
-# SQLITE_IOERR_READ, SQLITE_CORRUPT_VTAB …). A full disk and a read-only file
-# are not among them: freeing space or fixing permissions ends those.
-FATAL_ERRORS = ("SQLITE_IOERR", "SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
 class _Job:
@@ -166,9 +156,8 @@ class SqliteDatabase:
         self._reader_lock = threading.Lock()
         self._read_gate = ReadGate()
         self.versions: dict[str, str] = {}
-        self.status = DbStatus()
-        self.status.probe = self._file_changed
-        self._file_id: tuple[int, int] | None = None  # (device, inode) of the file opened
+        self.status = DbStatus()  # a damaged file, or one deleted under the process: damage.py
+        self._damage = damage.Watch(path, self.status)
         self.inline_writes = 0  # urgent writes that took the fast path
         self.wal_restarts = 0  # restarting checkpoints that completed
         self.wal_restarts_deferred = 0  # ... that readers held up, tried again later
@@ -199,33 +188,10 @@ class SqliteDatabase:
             self._page_size = int(con.execute("PRAGMA page_size").fetchone()[0])
             self._data_version = int(con.execute("PRAGMA data_version").fetchone()[0])
             self.versions = sqlite.versions(con)
-            st = os.stat(self.path)
+            self._damage.opened()
         except (sqlite.Error, OSError) as exc:
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
-        self._file_id = (st.st_dev, st.st_ino)
         self._writer_con = con
-
-    def _file_changed(self) -> str | None:
-        """Why the open file is no longer the database's path, if it is not
-        (deleted, or another file moved there): writes would go nowhere."""
-        if self._file_id is None or self._writer_con is None:
-            return None
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return f"the database file {self.path} was deleted under the process"
-        except OSError as exc:
-            return f"the database file {self.path} cannot be looked at: {exc}"
-        if (st.st_dev, st.st_ino) != self._file_id:
-            return f"the database file {self.path} was replaced under the process"
-        return None
-
-    def _note_failure(self, exc: BaseException) -> None:
-        """Record an error that will not pass (see ``FATAL_ERRORS``) as the
-        database's failure."""
-        name = str(getattr(exc, "sqlite_errorname", "") or "")
-        if name.startswith(FATAL_ERRORS):
-            self.status.fail(f"the database {self.path} failed: {exc} ({name})")
 
     async def close(self) -> None:
         loop = asyncio.get_running_loop()
@@ -399,18 +365,15 @@ class SqliteDatabase:
         self.status.raise_if_failed()
         try:
             con.execute("BEGIN IMMEDIATE")
-            try:
-                self._look_for_external_commit(con)
-                con.changes = []
-                result = fn(con, *args)
-                con.execute("COMMIT")
-            except BaseException:
-                con.changes = None
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
-        except sqlite.Error as exc:
-            self._note_failure(exc)
+            self._look_for_external_commit(con)
+            con.changes = []
+            result = fn(con, *args)
+            con.execute("COMMIT")
+        except BaseException as exc:
+            self._damage.note(exc)
+            con.changes = None
+            if con.in_transaction:
+                con.execute("ROLLBACK")
             raise
         changes, con.changes = con.changes, None
         self._commits += 1
@@ -499,7 +462,8 @@ class SqliteDatabase:
             raise StorageError("database is closed")
         self.status.raise_if_failed()
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._reader_pool, self._run_read, fn, args)
+        read = loop.run_in_executor(self._reader_pool, self._run_read, fn, args)
+        return await self._damage.watched(read)
 
     def _reader(self) -> Any:
         con = getattr(self._local, "con", None)
@@ -523,9 +487,6 @@ class SqliteDatabase:
                 return fn(con, *args)
             finally:
                 con.execute("COMMIT")
-        except sqlite.Error as exc:
-            self._note_failure(exc)
-            raise
         finally:
             self._read_gate.leave()
 
