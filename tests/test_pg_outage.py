@@ -177,8 +177,9 @@ class World:
     tmp: Path
     started: list[Proc] = field(default_factory=list)
 
-    async def start(self, **env: str) -> tuple[Proc, str]:
-        """``guildlore run`` on the database; (process, dashboard base URL)."""
+    async def start(self, command: str = "run", **env: str) -> tuple[Proc, str]:
+        """``guildlore run`` (or ``dashboard``) on the database; (process,
+        dashboard base URL)."""
         full = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
@@ -201,7 +202,7 @@ class World:
             sys.executable,
             "-m",
             "bot",
-            "run",
+            command,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=full,
@@ -212,7 +213,8 @@ class World:
         listening = await p.line_with("dashboard listening on")
         port = re.search(r"'127\.0\.0\.1', (\d+)\)", listening)
         assert port, listening
-        await p.line_with("logged in as")
+        if command == "run":
+            await p.line_with("logged in as")
         return p, f"http://127.0.0.1:{port.group(1)}/"
 
 
@@ -341,17 +343,19 @@ async def test_a_database_that_stays_away_ends_the_process_non_zero(
     world: World, server: KillableServer
 ) -> None:
     proc, base = await world.start(GUILDLORE_DATABASE_UNREACHABLE_EXIT_S="3")
+    board, _ = await world.start("dashboard", GUILDLORE_DATABASE_UNREACHABLE_EXIT_S="3")
     await send(world, WORDS[30:32])
     assert await eventually(lambda: all_in_memory_once(world.url, WORDS[30:32]), WAIT_S)
     await asyncio.to_thread(server.kill)
-    code = await proc.wait(WAIT_S)
-    # 75: try again later — a supervisor starts it again.
-    assert code == 75, proc.log()
-    why = [line for line in proc.lines if "exiting with status" in line]
-    assert len(why) == 1, proc.log()
-    assert "database unreachable since" in why[0], why
-    assert "database.unreachable_exit_s = 3" in why[0], why
-    assert not any("Traceback" in line for line in proc.lines), proc.log()
+    for p in (proc, board):
+        code = await p.wait(WAIT_S)
+        # 75: try again later — a supervisor starts it again.
+        assert code == 75, p.log()
+        why = [line for line in p.lines if "exiting with status" in line]
+        assert len(why) == 1, p.log()
+        assert "database unreachable since" in why[0], why
+        assert "database.unreachable_exit_s = 3" in why[0], why
+        assert not any("Traceback" in line for line in p.lines), p.log()
 
 
 async def _is(value: Any, expected: Any) -> bool:
