@@ -225,3 +225,25 @@ async def test_the_listener_listens_again_and_says_what_it_may_have_missed(
     finally:
         await other.close()
         await here.close()
+
+
+async def test_a_transaction_that_breaks_every_connection_fails_after_a_bound(
+    url: str, admin: psycopg.Connection[Any]
+) -> None:
+    """One that kills its backend every time (a statement that crashes the
+    server's process) is not run for ever: its error comes back."""
+    db = await _open(url)
+    calls: list[int] = []
+
+    def poison(con: Any) -> None:
+        calls.append(1)
+        con.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    try:
+        with pytest.raises(Exception, match="terminating connection"):
+            await db.write(poison)
+        assert len(calls) == pools.LOST_ATTEMPTS + 1
+        # The database itself is fine, and so is the next write.
+        assert await db.write(lambda con: con.execute("SELECT 1").fetchone()[0]) == 1
+    finally:
+        await db.close()

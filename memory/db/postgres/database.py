@@ -334,7 +334,7 @@ class PgDatabase:
         cons = self._writer_cons
         if cons is None:
             raise StorageError("database is closed")
-        conflicts = 0
+        retries = pools.Retries()
         while True:
             raw = pools.take(cons, self.status, self._abandon_waits)
             con = postgres.PgConnection(raw, self._identities, self._caches)
@@ -358,10 +358,7 @@ class PgDatabase:
                         if changes:
                             self._publish(changes)
                         return result
-                elif failure == pools.CONFLICT and conflicts < pools.CONFLICT_ATTEMPTS:
-                    conflicts += 1
-                    pools.conflict_pause(conflicts)
-                else:
+                if not retries.again(failure):
                     raise
                 self.retried_transactions += 1
                 log.info("transaction runs again (%s): %s", failure, " ".join(str(exc).split()))
@@ -385,20 +382,7 @@ class PgDatabase:
         cons = self._writer_cons
         assert cons is not None
         self.commit_lookups += 1
-        while True:
-            raw = pools.take(cons, self.status, self._abandon_waits)
-            try:
-                outcome = pools.commit_outcome(raw, xid)
-            except psycopg.Error as exc:
-                if pools.failure_of(exc, raw) != pools.LOST:
-                    raise StorageError(f"cannot tell whether a commit happened: {exc}") from exc
-                self.status.suspect(exc)
-                continue
-            finally:
-                pools.give_back(cons, raw)
-            if outcome is not None:
-                return outcome
-            self._stop_listening.wait(pools.WAIT_SLICE_S)  # still in progress: ask again
+        return pools.committed(cons, self.status, self._abandon_waits, xid)
 
     def _notify(self, con: postgres.PgConnection, changes: Sequence[Any] | None) -> str:
         """Tell other processes, inside the transaction (delivered if it
@@ -418,12 +402,14 @@ class PgDatabase:
             raise StorageError("database is closed")
 
         def run() -> T:
+            retries = pools.Retries()
             while True:
                 raw = pools.take(cons, self.status, self._abandon_waits)
                 try:
                     return fn(postgres.PgConnection(raw, self._identities, self._caches), *args)
                 except Exception as exc:
-                    if pools.failure_of(exc, raw) != pools.LOST:
+                    failure = pools.failure_of(exc, raw)
+                    if failure != pools.LOST or not retries.again(failure):
                         raise
                     self.status.suspect(exc)
                 finally:
@@ -443,6 +429,7 @@ class PgDatabase:
         cons = self._reader_cons
         if cons is None:
             raise StorageError("database is closed")
+        retries = pools.Retries()
         while True:
             raw = pools.take(cons, self.status, self._abandon_waits)
             con = postgres.PgConnection(raw, self._identities, self._caches)
@@ -450,7 +437,8 @@ class PgDatabase:
                 con.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 return fn(con, *args)
             except Exception as exc:
-                if pools.failure_of(exc, raw) != pools.LOST:
+                failure = pools.failure_of(exc, raw)
+                if failure != pools.LOST or not retries.again(failure):
                     raise
                 self.status.suspect(exc)
             finally:

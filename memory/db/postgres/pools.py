@@ -49,7 +49,13 @@ log = logging.getLogger(__name__)
 RECONNECT_CYCLE_S = 30.0
 WAIT_SLICE_S = 1.0  # a wait for a connection looks at the limit this often
 CONNECT_TIMEOUT_S = 10  # one connection attempt (a server that does not answer)
-CONFLICT_ATTEMPTS = 10  # a transaction a deadlock or a conflict aborted runs this often at most
+CONFLICT_ATTEMPTS = (
+    10  # a transaction a deadlock or a conflict aborted runs again this often at most
+)
+# A transaction that loses this many connections in a row, each one new (the
+# pool hands out a new connection once the server answers), is taken to be
+# what breaks them (a statement that crashes its backend): its error is raised.
+LOST_ATTEMPTS = 10
 # SQLSTATE classes and codes: the connection is gone (08: connection
 # exception; 57P01-3: the server shutting down, crashed, or starting).
 _LOST_CLASSES = ("08",)
@@ -173,10 +179,48 @@ def can_roll_back(raw: psycopg.Connection[Any]) -> bool:
     return not raw.closed and raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
 
-def conflict_pause(attempt: int) -> None:
-    """A short random pause before a deadlock's victim runs again, so the two
-    do not meet at the same step once more."""
-    time.sleep(random.uniform(0, 0.01 * min(attempt, 8)))
+class Retries:
+    """How often one piece of work ran again, and whether it may once more."""
+
+    def __init__(self) -> None:
+        self.lost = 0
+        self.conflicts = 0
+
+    def again(self, failure: Failure | None) -> bool:
+        """Whether work that failed with ``failure`` runs again (after a short
+        random pause for a deadlock's victim, so the two do not meet at the
+        same step once more)."""
+        if failure == LOST and self.lost < LOST_ATTEMPTS:
+            self.lost += 1
+            return True
+        if failure == CONFLICT and self.conflicts < CONFLICT_ATTEMPTS:
+            self.conflicts += 1
+            time.sleep(random.uniform(0, 0.01 * min(self.conflicts, 8)))
+            return True
+        return False
+
+
+def committed(
+    cons: ConnectionPool[Any], status: DbStatus, closing: Callable[[], bool], xid: str
+) -> bool:
+    """Whether transaction ``xid``, whose connection broke during its
+    ``COMMIT``, committed — asked on the pool's next connection. A backend
+    still finishing it (the connection was cut, not the server) is asked
+    again until it has."""
+    while True:
+        raw = take(cons, status, closing)
+        try:
+            outcome = commit_outcome(raw, xid)
+        except psycopg.Error as exc:
+            if failure_of(exc, raw) != LOST:
+                raise StorageError(f"cannot tell whether a commit happened: {exc}") from exc
+            status.suspect(exc)
+            continue
+        finally:
+            give_back(cons, raw)
+        if outcome is not None:
+            return outcome
+        time.sleep(WAIT_SLICE_S)
 
 
 def commit_outcome(raw: psycopg.Connection[Any], xid: str) -> bool | None:

@@ -147,7 +147,7 @@ class UrgentWriter:
                 job.loop.call_soon_threadsafe(_settle, job.future, job.result, job.error)
 
     def _run(self, group: list[_Write]) -> None:
-        conflicts = 0
+        retries = pools.Retries()
         while True:
             try:
                 raw = pools.take(self._cons, self._status, self._abandon_waits)
@@ -166,17 +166,20 @@ class UrgentWriter:
                 pools.give_back(self._cons, raw)
                 if failure == pools.LOST:
                     self._status.suspect(exc)
-                    if xid and self._committed(xid[0]):
+                    try:
+                        committed = bool(xid) and self._committed(xid[0])
+                    except BaseException as lookup:  # the process gave up, or closing
+                        for job in group:
+                            job.error = lookup
+                        return
+                    if committed:
                         self._done(group, self._changes_of(group))
                         return
-                elif failure == pools.CONFLICT and conflicts < pools.CONFLICT_ATTEMPTS:
-                    conflicts += 1
-                    log.info("urgent writes chosen as a deadlock's victim; running them again")
-                    pools.conflict_pause(conflicts)
-                else:
+                if not retries.again(failure):
                     for job in group:
                         job.error = job.error or exc
                     return
+                log.info("urgent writes run again (%s): %s", failure, " ".join(str(exc).split()))
                 self.retried_groups += 1
                 continue
             except BaseException as exc:
@@ -205,21 +208,7 @@ class UrgentWriter:
         """Whether the group's transaction committed although its connection
         broke during ``COMMIT`` (asked on the next connection)."""
         self.commit_lookups += 1
-        while True:
-            raw = pools.take(self._cons, self._status, self._abandon_waits)
-            try:
-                outcome = pools.commit_outcome(raw, xid)
-            except psycopg.Error as exc:
-                if pools.failure_of(exc, raw) != pools.LOST:
-                    raise StorageError(f"cannot tell whether a commit happened: {exc}") from exc
-                self._status.suspect(exc)
-                continue
-            finally:
-                pools.give_back(self._cons, raw)
-            if outcome is not None:
-                return outcome
-            with self._cond:
-                self._cond.wait(pools.WAIT_SLICE_S)  # still in progress: ask again
+        return pools.committed(self._cons, self._status, self._abandon_waits, xid)
 
     def _transaction(
         self, raw: psycopg.Connection[Any], group: list[_Write], xid: list[str]
