@@ -100,7 +100,7 @@ class DbStatus:
         self.check()
 
     def connected(self) -> None:
-        """A connection opened (or one was used successfully)."""
+        """A connection opened: the database answers (again)."""
         with self._lock:
             if self.reachable:
                 return
