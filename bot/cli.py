@@ -62,6 +62,24 @@ def _module(name: str):  # type: ignore[no-untyped-def]
     return importlib.import_module(f"bot.commands.{module}")
 
 
+def _database_gone_in_one_line(record: logging.LogRecord) -> bool:
+    """Once the process has given up on its database (``DatabaseUnavailable``:
+    unreachable past the limit, or damaged), it says why in one line and
+    exits; whatever else fails on the way out for the same reason is one
+    line too, without a traceback."""
+    exc = record.exc_info[1] if record.exc_info else None
+    if exc is not None and not record.levelno < logging.WARNING:
+        from memory import DatabaseUnavailable
+
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, DatabaseUnavailable):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            record.msg, record.args = f"{record.getMessage()}: {cause}", ()
+            record.exc_info, record.exc_text = None, None
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -69,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_database_gone_in_one_line)
     if not args.command:
         parser.print_help()
         return 2

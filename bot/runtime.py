@@ -48,6 +48,7 @@ from memory import (
     IncomingMessage,
     Memory,
     PairChecker,
+    StorageError,
     build_clients,
     iso,
     system_clock,
@@ -62,6 +63,11 @@ log = logging.getLogger(__name__)
 FAKE_GATEWAY_ENV = "GUILDLORE_FAKE_GATEWAY"
 FAKE_READY_LINE = "guildlore: fake gateway ready"
 QUIESCE_TIMEOUT_S = 15.0
+# Exit statuses when the database fails under a running process (sysexits):
+# unreachable past database.unreachable_exit_s (a supervisor may start it
+# again now), or damaged (an I/O error, a malformed file: look first).
+EXIT_DATABASE_UNREACHABLE = 75
+EXIT_DATABASE_DAMAGED = 74
 
 NO_TOKEN_MESSAGE = """\
 guildlore run: no Discord bot token. Set DISCORD_TOKEN in the environment:
@@ -184,6 +190,26 @@ async def main(
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     _install_signal_handlers(loop, stop)
+    gave_up: list[int] = []  # the exit status, once the database failed (see _serve)
+    try:
+        return await _run(settings, fake_gateway, dashboard_starter, clients_factory, stop, gave_up)
+    except StorageError:
+        if not gave_up:
+            raise
+        # Closing after the database failed: what could not be written stays
+        # in the inbox or is caught up at the next start; the reason is logged.
+        log.debug("closing after the database failed", exc_info=True)
+        return gave_up[0]
+
+
+async def _run(
+    settings: Settings,
+    fake_gateway: bool,
+    dashboard_starter: DashboardStarter | None,
+    clients_factory: ClientsFactory,
+    stop: asyncio.Event,
+    gave_up: list[int],
+) -> int:
     timeout = settings.ingest_drain_timeout_s
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(log.info, "stopped")
@@ -255,14 +281,20 @@ async def main(
         )
         jobs.still_away = partial(still_away, bot)
         jobs.pair_checker = PairChecker.from_chat(clients.chat) if clients.chat else None
-        code = await _serve(bot, memory, settings, stop, fake_gateway)
+        code = await _serve(bot, memory, settings, stop, fake_gateway, gave_up)
     return code
 
 
 async def _serve(
-    bot: GuildloreBot, memory: Memory, settings: Settings, stop: asyncio.Event, fake: bool
+    bot: GuildloreBot,
+    memory: Memory,
+    settings: Settings,
+    stop: asyncio.Event,
+    fake: bool,
+    gave_up: list[int],
 ) -> int:
-    """Connect (or read the fake gateway) until the gateway ends or ``stop`` is set."""
+    """Connect (or read the fake gateway) until the gateway ends, ``stop`` is
+    set or the database fails (``gave_up`` then holds the exit status)."""
     code = 0
     async with bot:
         if fake:
@@ -271,9 +303,15 @@ async def _serve(
             assert settings.discord_token, "checked by the run command"
             gateway = asyncio.create_task(_connect(bot, settings), name="gateway")
         stopper = asyncio.create_task(stop.wait(), name="stop-signal")
-        await asyncio.wait({gateway, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        failed = asyncio.create_task(memory.admin.database_failure(), name="database-watch")
+        await asyncio.wait({gateway, stopper, failed}, return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
-        if gateway.done():
+        if failed.done():
+            code = _database_failed(memory, failed.result())
+            gave_up.append(code)
+        else:
+            failed.cancel()
+        if gateway.done() and not gave_up:
             code = _gateway_outcome(gateway)
         log.info("shutting down: stopping intake")
         if not await bot.quiesce(QUIESCE_TIMEOUT_S):
@@ -335,6 +373,15 @@ async def _drain(memory: Memory, timeout: float) -> None:
 async def _quietly(close: Callable[[], Awaitable[Any]]) -> None:
     with contextlib.suppress(Exception):
         await close()
+
+
+def _database_failed(memory: Memory, reason: str) -> int:
+    """Log why the process stops (one line) and the status a supervisor sees:
+    75 (try again later) for a database away too long, 74 for a damaged one."""
+    unreachable = memory.admin.database().get("failure_kind") == "unreachable"
+    code = EXIT_DATABASE_UNREACHABLE if unreachable else EXIT_DATABASE_DAMAGED
+    log.error("guildlore run: exiting with status %d: %s", code, reason)
+    return code
 
 
 def _gateway_outcome(task: asyncio.Task[Any]) -> int:

@@ -90,6 +90,14 @@ class Settings(BaseModel):
         "it. Give the password by `PGPASSWORD` or `~/.pgpass` rather than in the URL. Unset: the "
         "SQLite file.",
     )
+    database_unreachable_exit_s: float = setting(
+        300.0,
+        "While the database cannot be reached (a PostgreSQL restart, a network cut), work "
+        "waits for it and reconnects with back-off; past this many seconds the process logs "
+        "why in one line and exits non-zero (75) so a supervisor restarts it. A damaged SQLite "
+        "file exits the same way at once (74). 0: wait for ever.",
+        ge=0,
+    )
     timezone: str = setting("UTC", "Time zone of journal days and the daily jobs (IANA name).")
 
     # -- discord --------------------------------------------------------------
@@ -434,6 +442,7 @@ class Settings(BaseModel):
             ),
             compaction_delay_s=self.jobs_compaction_delay_s,
             ownership=self.ownership(),
+            database_unreachable_exit_s=self.database_unreachable_exit_s,
         )
 
     def ownership(self) -> GuildOwnership:

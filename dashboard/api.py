@@ -183,7 +183,10 @@ async def metrics(request: web.Request) -> web.Response:
         raise params.not_found("metrics are disabled")
     mem = context.memory_of(request)
     ctx = await context.health_context(request)
-    text = render_metrics(mem.admin.counters(), ctx, await mem.guilds.overview())
+    # Per-guild figures need the database; while it is away, the rest still answers.
+    reachable = ctx["database_connection"].get("reachable", True)
+    guilds = await mem.guilds.overview() if reachable else []
+    text = render_metrics(mem.admin.counters(), ctx, guilds)
     response = web.Response(text=text)
     response.headers["Content-Type"] = CONTENT_TYPE
     return response

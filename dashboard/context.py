@@ -352,6 +352,8 @@ async def health_context(request: web.Request) -> dict[str, Any]:
         "embedding_model": h.get("embedding_model"),
         "sqlite": sqlite,
         "database": "postgresql" if "postgresql" in sqlite else "sqlite",
+        # Whether it answers, since when not, reconnect attempts (memory.db.status).
+        "database_connection": h.get("database_connection", {}),
         # The KNN extension of whichever database: sqlite-vec, or pgvector.
         "sqlite_vec_loaded": bool(sqlite.get("sqlite_vec") or sqlite.get("pgvector")),
         "queue": {

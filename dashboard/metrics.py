@@ -206,6 +206,7 @@ def render_metrics(
         "Number of health warnings (0 is healthy).",
         [({}, len(health.get("warnings") or []))],
     )
+    _database(w, health.get("database_connection") or {})
     guild_rows = list(guilds)
     w.metric(
         "guild_active_facts",
@@ -220,3 +221,39 @@ def render_metrics(
         [({"guild_id": g["guild_id"]}, g.get("messages")) for g in guild_rows],
     )
     return "\n".join(w.lines) + "\n"
+
+
+def _database(w: _Writer, db: Mapping[str, Any]) -> None:
+    """The database's reachability as this process sees it (memory.db.status)."""
+    if not db:
+        return
+    w.metric(
+        "database_reachable",
+        "gauge",
+        "1 if the database answers, 0 while it is unreachable.",
+        [({}, bool(db.get("reachable")) and not db.get("failure"))],
+    )
+    w.metric(
+        "database_unreachable_seconds",
+        "gauge",
+        "Seconds since the database became unreachable (0 while it answers).",
+        [({}, db.get("unreachable_s"))],
+    )
+    w.metric(
+        "database_outages_total",
+        "counter",
+        "Times the database became unreachable.",
+        [({}, db.get("outages"))],
+    )
+    w.metric(
+        "database_reconnect_attempts_total",
+        "counter",
+        "Connection attempts that failed while the database was unreachable.",
+        [({}, db.get("reconnect_attempts"))],
+    )
+    w.metric(
+        "database_reconnects_total",
+        "counter",
+        "Times the database was reached again after an outage.",
+        [({}, db.get("reconnects"))],
+    )

@@ -47,7 +47,14 @@ from memory.diagnostics import (
 from memory.embed.base import provider_default_model
 from memory.embed.local import LocalMiniLMEmbedder
 from memory.engine import Memory
-from memory.errors import ConfigError, GuildloreError, InvalidInput, LLMError
+from memory.errors import (
+    ConfigError,
+    DatabaseUnavailable,
+    GuildloreError,
+    InvalidInput,
+    LLMError,
+    StorageError,
+)
 from memory.extract.rules.extractor import RuleExtractor
 from memory.guild_settings import GUILD_SETTINGS, GUILD_SETTINGS_BY_KEY, parse_guild_setting
 from memory.importer.reader import iter_paths, read_header
@@ -98,6 +105,7 @@ __all__ = [
     "Clients",
     "Clock",
     "ConfigError",
+    "DatabaseUnavailable",
     "EmbeddingConfig",
     "Episode",
     "Fact",
@@ -113,6 +121,7 @@ __all__ = [
     "LLMConfig",
     "LLMError",
     "LocalMiniLMEmbedder",
+    "StorageError",
     "MemberFact",
     "MemberRecord",
     "Memory",

@@ -136,6 +136,9 @@ class MemoryConfig:
     # The guilds this process ingests, replays and runs per-guild jobs for
     # (its Discord shards); the default owns every guild.
     ownership: GuildOwnership = field(default_factory=GuildOwnership)
+    # While the database cannot be reached, work waits for it; past this many
+    # seconds the process gives up (``memory.db.status``; 0: never).
+    database_unreachable_exit_s: float = 300.0
 
     @classmethod
     def for_data_dir(cls, data_dir: Path, **overrides: object) -> MemoryConfig:

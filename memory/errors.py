@@ -3,7 +3,8 @@
 GuildloreError
 ├── ConfigError          bad settings, refused at start-up
 ├── StorageError         the database (SQLite or PostgreSQL) could not do what was asked
-│   └── MigrationError
+│   ├── MigrationError
+│   └── DatabaseUnavailable  unreachable past the limit, or damaged: the process gives up
 ├── ExtractionError      an extractor's transport or parse failure
 ├── DecisionError        the LLM write decision failed (the offline rules decide)
 ├── EmbeddingError       an embedding provider failure
@@ -39,6 +40,17 @@ class StorageError(GuildloreError):
 
 class MigrationError(StorageError):
     pass
+
+
+class DatabaseUnavailable(StorageError):
+    """The database stayed unreachable past ``database.unreachable_exit_s``
+    (``unreachable``), or failed in a way that does not pass by itself (a
+    damaged SQLite file): the process stops using it and should exit non-zero
+    (``memory.db.status``)."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 class ExtractionError(GuildloreError):

@@ -74,7 +74,20 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
             return 1
         try:
             print(f"{READY_PREFIX}http://{config.host}:{bound_port(runner)}/", flush=True)
-            await stop.wait()
+            stopped = asyncio.create_task(stop.wait())
+            failed = asyncio.create_task(memory.admin.database_failure())
+            await asyncio.wait({stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            if not failed.done():
+                failed.cancel()
+                return 0
+            # Unreachable past database.unreachable_exit_s (75), or damaged (74).
+            unreachable = memory.admin.database().get("failure_kind") == "unreachable"
+            code = 75 if unreachable else 74
+            print(
+                f"guildlore dashboard: exiting with status {code}: {failed.result()}",
+                file=sys.stderr,
+            )
+            return code
         finally:
             await runner.cleanup()
-    return 0

@@ -57,7 +57,7 @@ from bot.commands._common import (
 from bot.commands.import_report import peak_rss_mib, summary
 
 if TYPE_CHECKING:
-    from memory import ImportStop
+    from memory import DatabaseUnavailable, ImportStop
 
 EXIT_INTERRUPTED = 130
 EXIT_INCOMPLETE = 3
@@ -137,8 +137,19 @@ def _total_bytes(paths: list[Path]) -> int:
     return total
 
 
+def database_gone(exc: DatabaseUnavailable) -> str:
+    """The one line for a database that went away (past
+    ``database.unreachable_exit_s``) or broke during the import."""
+    if exc.unreachable:
+        return (
+            f"guildlore import: the database went away during the import: {exc}. "
+            "Run the import again; it resumes (imported messages are skipped)."
+        )
+    return f"guildlore import: the database failed during the import: {exc}"
+
+
 async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> int:
-    from memory import ImportStop, import_files
+    from memory import DatabaseUnavailable, ImportStop, import_files
 
     total = await asyncio.to_thread(_total_bytes, paths)
     progress = Progress(total)
@@ -168,12 +179,16 @@ async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> i
         file=sys.stderr,
     )
     loop = asyncio.get_running_loop()
-    with stop_on_signals(stop, loop):
-        async with open_memory(settings, ingest=True, drain_timeout=0.1) as memory:
-            report = await import_files(
-                memory, paths, default_guild_id=args.guild, progress=progress, stop=stop
-            )
-            progress.finish("" if report.settled else "not finished")
+    try:
+        with stop_on_signals(stop, loop):
+            async with open_memory(settings, ingest=True, drain_timeout=0.1) as memory:
+                report = await import_files(
+                    memory, paths, default_guild_id=args.guild, progress=progress, stop=stop
+                )
+                progress.finish("" if report.settled else "not finished")
+    except DatabaseUnavailable as exc:
+        progress.finish("stopped")
+        raise CliError(database_gone(exc), code=1) from exc
     report.peak_rss_mib = peak_rss_mib()
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))

@@ -18,7 +18,11 @@ def open_database(config: MemoryConfig) -> Database:
         # Imported here: psycopg is only needed by deployments that use it.
         from memory.db.postgres.database import PgDatabase
 
-        return PgDatabase(str(config.database_url), readers=config.read_connections)
+        return PgDatabase(
+            str(config.database_url),
+            readers=config.read_connections,
+            unreachable_exit_s=config.database_unreachable_exit_s,
+        )
     from memory.db.sqlite.database import SqliteDatabase
 
     return SqliteDatabase(config.db_path, readers=config.read_connections)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from memory.db.changes import Change
+from memory.db.status import DbStatus
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,9 @@ class Database(Protocol):
     versions: dict[str, str]
     # Urgent writes done (the acknowledgement path), for diagnostics and tests.
     inline_writes: int
+    # Whether the database answers, since when not, and whether to give up
+    # (``memory.db.status``): health, ``/metrics`` and the process's exit read it.
+    status: DbStatus
 
     @property
     def dialect(self) -> str: ...

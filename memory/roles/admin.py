@@ -3,8 +3,9 @@ operator watches and the jobs run."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -21,6 +22,9 @@ from memory.snapshot import SnapshotRefresher
 from memory.store import ops as store_ops
 
 LOG_LIMIT_MAX = 500
+# How often a health read that waits on the database looks whether the
+# database has meanwhile been found unreachable (then health answers without it).
+HEALTH_WATCH_S = 0.1
 
 
 @dataclass
@@ -208,8 +212,36 @@ class AdminOps:
             "rejected_reasons": dict(self._rejected),
         }
 
+    def database(self) -> dict[str, Any]:
+        """Whether the database answers, since when not, reconnect attempts
+        (``memory.db.status``); the give-up limit and the failure, if any."""
+        self._db.status.check()
+        return self._db.status.as_dict()
+
+    async def database_failure(self) -> str:
+        """Return once the process should stop using the database (unreachable
+        past ``database.unreachable_exit_s``, or damaged): why, in one line."""
+        return await self._db.status.wait_failure()
+
+    async def _unless_unreachable(self, read: Awaitable[Any]) -> Any | None:
+        """``read``'s result, or None once the database is found unreachable
+        while it waits (the read finishes in the background when it is back)."""
+        task = asyncio.ensure_future(read)
+        while not task.done():
+            await asyncio.wait({task}, timeout=HEALTH_WATCH_S)
+            if not task.done() and (not self._db.status.reachable or self._db.status.failure):
+                task.add_done_callback(_consume)
+                return None
+        return task.result()
+
     async def health(self) -> dict[str, Any]:
-        counts = await self._db.read(store_ops.health_counts)
+        database = self.database()
+        counts = None
+        if database["reachable"] and not database["failure"]:
+            counts = await self._unless_unreachable(self._db.read(store_ops.health_counts))
+            database = self.database()
+        if counts is None:
+            return self._database_away(database)
         warnings: list[str] = []
         if counts["facts_fts_rows"] != counts["facts_total"]:
             warnings.append(
@@ -242,8 +274,36 @@ class AdminOps:
             "messages_retry": waiting,
             "messages_failed": failed,
             "sqlite": self._db.versions,
+            "database_connection": database,
             "embedding_model": model,
             "counters": self.counters(),
             "warnings": warnings,
             "ok": not warnings,
         }
+
+    def _database_away(self, database: dict[str, Any]) -> dict[str, Any]:
+        """Health while the database cannot be read: what this process knows."""
+        if database["failure"]:
+            warning = f"the process gave up on the database: {database['failure']}"
+        else:
+            limit = database["unreachable_exit_s"]
+            warning = (
+                f"the database is unreachable since {database['unreachable_since']} "
+                f"({database['unreachable_s']:.0f} s; {database['reconnect_attempts']} reconnect "
+                f"attempts so far; last error: {database['last_error']}); work waits for it"
+                + (f", the process exits after {limit:g} s" if limit else "")
+            )
+        return {
+            "sqlite": self._db.versions,
+            "database_connection": database,
+            "embedding_model": self._embeddings.default_model,
+            "counters": self.counters(),
+            "warnings": [warning],
+            "ok": False,
+        }
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    """A read health stopped waiting for: its error is not news (the outage is)."""
+    if not task.cancelled():
+        task.exception()

@@ -61,9 +61,11 @@ from typing import Any, TypeVar
 
 from memory.db.changes import Change, ExternalCommit
 from memory.db.core import Connection, Subscriber, Subscribers
+from memory.db.sqlite import damage
 from memory.db.sqlite import driver as sqlite
 from memory.db.sqlite.migrations import migrate
 from memory.db.sqlite.read_gate import ReadGate
+from memory.db.status import DbStatus
 from memory.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -154,6 +156,8 @@ class SqliteDatabase:
         self._reader_lock = threading.Lock()
         self._read_gate = ReadGate()
         self.versions: dict[str, str] = {}
+        self.status = DbStatus()  # a damaged file, or one deleted under the process: damage.py
+        self._damage = damage.Watch(path, self.status)
         self.inline_writes = 0  # urgent writes that took the fast path
         self.wal_restarts = 0  # restarting checkpoints that completed
         self.wal_restarts_deferred = 0  # ... that readers held up, tried again later
@@ -184,7 +188,8 @@ class SqliteDatabase:
             self._page_size = int(con.execute("PRAGMA page_size").fetchone()[0])
             self._data_version = int(con.execute("PRAGMA data_version").fetchone()[0])
             self.versions = sqlite.versions(con)
-        except sqlite.Error as exc:
+            self._damage.opened()
+        except (sqlite.Error, OSError) as exc:
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
         self._writer_con = con
 
@@ -357,13 +362,15 @@ class SqliteDatabase:
         con = self._writer_con
         if con is None:
             raise StorageError("database is closed")
-        con.execute("BEGIN IMMEDIATE")
+        self.status.raise_if_failed()
         try:
+            con.execute("BEGIN IMMEDIATE")
             self._look_for_external_commit(con)
             con.changes = []
             result = fn(con, *args)
             con.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
+            self._damage.note(exc)
             con.changes = None
             if con.in_transaction:
                 con.execute("ROLLBACK")
@@ -453,8 +460,10 @@ class SqliteDatabase:
         """Run ``fn(con, *args)`` on a reader thread inside one read transaction."""
         if self._reader_pool is None:
             raise StorageError("database is closed")
+        self.status.raise_if_failed()
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._reader_pool, self._run_read, fn, args)
+        read = loop.run_in_executor(self._reader_pool, self._run_read, fn, args)
+        return await self._damage.watched(read)
 
     def _reader(self) -> Any:
         con = getattr(self._local, "con", None)
