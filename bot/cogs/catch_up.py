@@ -112,7 +112,7 @@ class CatchUp(commands.Cog):
         )
         if run is None:
             return
-        log.info("catch-up of guild %s: %d channels since %s", guild.id, len(channels), run.start)
+        log.info("catching up guild %s: %d channels since %s", guild.id, len(channels), run.start)
         for i, channel in enumerate(channels):
             if not self.bot.accepting:
                 break
