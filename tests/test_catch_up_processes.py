@@ -35,6 +35,7 @@ import pytest_asyncio
 
 from memory import Memory, MemoryConfig
 from memory.clock import parse_iso
+from memory.store import lifecycle_events as store_events
 from tests.fakegateway import FakeDiscord, FakeGuild
 from tests.fakeopenai import FakeOpenAI, echo_facts_reply
 from tests.helpers import eventually, every_cell_text, inspect_db, table_names
@@ -291,17 +292,23 @@ async def test_a_stopped_process_catches_up_on_what_was_said_deleted_and_edited(
         assert "nebulawombat" in journal_files_text(target)
     assert stored_anywhere(target, "nebulawombat")
 
-    late = None
+    late = unheard = None
     if how == signal.SIGKILL:
-        # Sent as it dies: stored before the kill (the inbox replays it) or
-        # not (catch-up reads it); either way, once.
+        unheard = await discord_.send_message(GUILD, CHANNEL_B, BOB, "I keep a ferret named Oboe")
+        assert await eventually(lambda: all_done(checker, [unheard]), timeout=WAIT_S)
+        # Sent as it dies: a message stored before the kill (the inbox
+        # replays it) or not (catch-up reads it), either way once; a delete
+        # applied before the kill, or not (catch-up finds it missing).
         late = await discord_.send_message(
             GUILD, CHANNEL_B, BOB, "I grow chillies on my balcony", author_name="Bob"
         )
+        await discord_.delete_message(GUILD, CHANNEL_B, unheard)
     assert await first.stop(how) == (0 if how == signal.SIGTERM else -signal.SIGKILL), first.log()
     await discord_.wait_disconnected(0, 1)
-    # New to the catch-up unless the killed process had stored it.
+    # New to the catch-up unless the killed process had stored it; missing
+    # to it unless the killed process had received the delete.
     late_new = late is not None and await checker.get_message(GUILD, late) is None
+    unheard_missing = unheard is not None and not await _delete_received(checker, unheard)
 
     # While it is down: members talk, one message is deleted, one edited.
     said = [
@@ -354,6 +361,8 @@ async def test_a_stopped_process_catches_up_on_what_was_said_deleted_and_edited(
             == 1
         )
     assert await state(checker, kept) == "done"
+    if unheard is not None:
+        assert await checker.get_message(GUILD, unheard) is None
 
     # The deleted message is gone everywhere, bytes included.
     assert not await found_by_search(checker, "nebulawombat")
@@ -376,7 +385,7 @@ async def test_a_stopped_process_catches_up_on_what_was_said_deleted_and_edited(
     assert any("mango lassi" in f for f in facts) and not any("quokkalantern" in f for f in facts)
     entry = (await checker.admin.action_log(kind="catch_up"))[0]
     assert entry.detail is not None
-    assert (entry.detail["deleted"], entry.detail["edited"]) == (1, 1)
+    assert (entry.detail["deleted"], entry.detail["edited"]) == (1 + int(unheard_missing), 1)
     assert entry.detail["ingested"] == len(said) + int(late_new)
 
     # A third start reads the same history again: nothing changes.
@@ -387,6 +396,15 @@ async def test_a_stopped_process_catches_up_on_what_was_said_deleted_and_edited(
     assert len(ai.chat_requests()) == extracted
     assert len(await checker.admin.action_log(kind="catch_up")) == 1
     assert await third.stop() == 0, third.log()
+
+
+async def _delete_received(mem: Memory, message_id: str) -> bool:
+    """Whether a process applied the delete of a message, or recorded it to
+    apply at its next start."""
+    if await mem.get_message(GUILD, message_id) is None:
+        return True
+    events = await mem.db.read(store_events.unapplied_events)
+    return any(e.kind == "delete" and message_id in e.message_ids for e in events)
 
 
 async def _gone(mem: Memory, message_id: str) -> bool:
@@ -405,16 +423,26 @@ async def test_a_session_that_could_not_resume_reads_back_what_it_missed(
     bot = await start("bot")
     await bot.line_with("logged in as")
     first = await discord_.send_message(GUILD, CHANNEL_A, ALICE, "I keep bees on the roof")
-    assert await eventually(lambda: all_done(checker, [first]), timeout=WAIT_S), bot.log()
+    guarded = await discord_.send_message(GUILD, CHANNEL_A, BOB, "I keep goats in the yard")
+    assert await eventually(lambda: all_done(checker, [first, guarded]), timeout=WAIT_S), bot.log()
     # The gateway loses these events (they are in the channel, never sent).
     missed = await discord_.send_message(
         GUILD, CHANNEL_B, BOB, "I brew cider in the cellar", deliver=False
     )
+    # And CHANNEL_A's history is refused from now on: the message deleted
+    # there cannot be seen missing, so it is not erased.
+    discord_.forbidden.add(CHANNEL_A)
+    await discord_.delete_message(GUILD, CHANNEL_A, guarded, deliver=False)
     reads = len(discord_.history)
     await discord_.drop(0, 1)  # it tries to resume, is refused, identifies afresh
     assert await eventually(lambda: all_done(checker, [missed]), timeout=WAIT_S), bot.log()
+    assert "could not be read" in await bot.line_with("catch-up of guild"), bot.log()
     assert len(discord_.identified) == 2
-    assert len(discord_.history) > reads
+    assert {c for c, _ in discord_.history[reads:]} == {CHANNEL_A, CHANNEL_B, THREAD}
+    assert await state(checker, guarded) == "done"
+    [entry] = await checker.admin.action_log(kind="catch_up")
+    assert entry.detail is not None
+    assert (entry.detail["ingested"], entry.detail["failed"]) == (1, 1)
     assert await bot.stop() == 0, bot.log()
 
 
