@@ -79,8 +79,8 @@ class CatchUp(commands.Cog):
     async def _run(self, guild_id: int) -> None:
         try:
             while True:
-                self._again.discard(guild_id)
                 async with self._turn:
+                    self._again.discard(guild_id)  # this run covers sessions until now
                     guild = self.bot.get_guild(guild_id)
                     if guild is None or not self.bot.accepting:
                         return

@@ -116,8 +116,8 @@ class CatchUpReport:
             text += f", {self.forgotten} of forgotten members left out"
         if self.limited or self.not_read:
             text += (
-                f"; limits reached in {self.limited} channels, {self.not_read} channels not read "
-                "(discord.catch_up_channel_limit, discord.catch_up_guild_limit)"
+                f"; {self.limited} channels read in part, {self.not_read} not read "
+                "(discord.catch_up_channel_limit, discord.catch_up_guild_limit, or a shutdown)"
             )
         if self.failed:
             text += f"; {self.failed} channels could not be read"
