@@ -303,7 +303,7 @@ class FakeDiscord:
         """A member's message, kept in its channel and (``deliver``) sent as
         MESSAGE_CREATE; the message id."""
         mid = message_id or snowflake(next(self._ids))
-        stored = {
+        stored: dict[str, Any] = {
             "id": mid,
             "channel_id": channel_id,
             "author": _user(author_id, author_name),
