@@ -10,7 +10,7 @@ from typing import Any
 
 from bot.jobs import Jobs
 from tests.conftest import FakeClock
-from tests.helpers import msg
+from tests.helpers import GUILD, ScriptedExtractor, echo_fact, eventually, msg
 from tests.test_leases import _job, two_processes
 
 RUN_ONCE = ("snapshot", "action_log_prune", "journal_rollover")
@@ -44,15 +44,34 @@ async def test_a_clean_stop_gives_the_job_leases_back(
 
 
 async def test_ingest_stops_for_good_before_the_engine_closes(
-    make_memory: Callable[..., Any],
+    make_memory: Callable[..., Any], tmp_path: Path
 ) -> None:
     """What the runtime does before it gives its shard claims back: after
-    ``stop_ingest`` nothing is taken or processed here (a process that takes
-    the shard over replays what is left), and ``close`` still works."""
-    mem = await make_memory(embeddings="none")
-    assert await (await mem.ingest_message(msg("I keep bees on the roof"))).wait()
-    assert await mem.stop_ingest(5.0)
-    assert await mem.stop_ingest(5.0)  # once is enough; again is harmless
+    ``stop_ingest`` nothing is taken or processed here — a message still
+    being extracted stays unfinished in the inbox, for the process that takes
+    the shard over, which processes it once — and ``close`` still works."""
+    data = tmp_path / "shared"
+    slow = ScriptedExtractor(fn=echo_fact, delay_s=30)
+    mem = await make_memory(extractor=slow, embeddings="none", data_dir=data)
+    outcome = await mem.ingest_message(msg("I keep bees on the roof"))
+    assert await eventually(lambda: bool(slow.calls))  # being extracted
+    assert not await mem.stop_ingest(0.1)  # not drained: the extraction was cut off
+    assert await mem.stop_ingest(0.1)  # once is enough; again is harmless
     late = await mem.ingest_message(msg("I keep goats in the yard"))
     assert late.status == "rejected"
+    stored = await mem.get_message(GUILD, outcome.message_id)
+    assert stored is not None and stored.state == "pending"
     await mem.close()
+
+    taker = await make_memory(
+        extractor=ScriptedExtractor(fn=echo_fact), embeddings="none", data_dir=data
+    )
+    assert await eventually(lambda: _done(taker, outcome.message_id))
+    assert [f.fact for f in await taker.facts.find(GUILD)] == [
+        "Alice said I keep bees on the roof."
+    ]
+
+
+async def _done(mem: Any, message_id: str) -> bool:
+    stored = await mem.get_message(GUILD, message_id)
+    return stored is not None and stored.state == "done"
