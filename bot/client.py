@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import discord
 from discord.ext import commands
 
-from bot.settings import ReplyConfig
+from bot.settings import CatchUpConfig, ReplyConfig
 from memory import ChatModel, IncomingMessage, Memory
 
 if TYPE_CHECKING:  # the voice stack loads only where it is used
@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "bot.cogs.listener",
     "bot.cogs.lifecycle",
+    "bot.cogs.catch_up",
     "bot.cogs.replies",
     "bot.cogs.memory_commands",
     "bot.cogs.member_commands",  # joins /memory: after memory_commands
@@ -69,8 +70,11 @@ class GuildloreBot(commands.Bot):
         sync_state_file: Path | None = None,
         voice: VoiceManager | None = None,
         voice_unavailable: str = NO_VOICE,
+        catch_up: CatchUpConfig | None = None,
         **options: Any,
     ) -> None:
+        """``catch_up``: read back what was missed when a session starts
+        afresh (bot/cogs/catch_up.py); None: never."""
         super().__init__(
             command_prefix=commands.when_mentioned,
             intents=intents if intents is not None else make_intents(),
@@ -81,6 +85,7 @@ class GuildloreBot(commands.Bot):
         self.memory = memory
         self.chat = chat
         self.reply_config = reply_config or ReplyConfig()
+        self.catch_up = catch_up
         self.initial_extensions = tuple(extensions)
         self.sync_commands = sync_commands
         self.sync_state_file = sync_state_file

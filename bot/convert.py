@@ -26,6 +26,16 @@ def message_text(message: discord.Message) -> str:
     return text.strip()
 
 
+def is_chat_message(message: discord.Message, me_id: int | None) -> bool:
+    """A guild member's chat message (not a DM, not the bot's own, not a join
+    or a pin): what the listener and the catch-up hand to memory."""
+    if message.guild is None:  # DMs are never ingested
+        return False
+    if me_id is not None and message.author.id == me_id:
+        return False
+    return message.type in INGESTED_TYPES
+
+
 def to_incoming(message: discord.Message) -> IncomingMessage:
     """A guild message as the engine's ``IncomingMessage`` (the caller checks guards first).
 
@@ -45,6 +55,8 @@ def to_incoming(message: discord.Message) -> IncomingMessage:
         source="text",
         is_bot=bool(message.author.bot or message.webhook_id is not None),
         reply_to_id=reply_to,
+        # Set on a message read back from history that was edited before.
+        edited_at=iso(message.edited_at) if message.edited_at is not None else None,
     )
 
 

@@ -37,8 +37,9 @@ guilds this process owns. The others must run once across processes
 re-index): each
 round first takes the job's lease in the database (``Memory.leases``),
 for a little longer than the job's interval, so the process that has it
-keeps it while it lives and another takes it over once it expires; a
-process without the lease skips the round.
+keeps it while it lives and another takes it over once it expires (or at
+once after a clean stop, which gives the leases back); a process without
+the lease skips the round.
 
 The scheduler must be started inside the running loop; all jobs are
 coroutines (they run on the loop thread, next to discord.py; their database
@@ -97,6 +98,7 @@ class Jobs:
         self.pair_checker: PairChecker | None = None
         self.scheduler: AsyncIOScheduler | None = None
         self._running: set[asyncio.Task[Any]] = set()
+        self._leased: set[str] = set()  # the jobs that run under a lease
         self.runs: dict[str, int] = {}
         self.owned = memory.config.ownership.owns
 
@@ -189,7 +191,9 @@ class Jobs:
         log.info("scheduled jobs: %s", ", ".join(j.id for j in sched.get_jobs()))
 
     async def stop(self, timeout: float = 10.0) -> None:
-        """No new runs; wait for running ones (a cut-off job would log a traceback)."""
+        """No new runs; wait for running ones (a cut-off job would log a
+        traceback), then give back the leases held, so another process's
+        next round runs the job instead of waiting for them to expire."""
         sched = self.scheduler
         if sched is None:
             return
@@ -200,13 +204,22 @@ class Jobs:
             _, pending = await asyncio.wait(running, timeout=timeout)
             for t in pending:
                 t.cancel()
+            if pending:  # a cancelled job ends at its next await: before its lease goes
+                await asyncio.wait(pending, timeout=1.0)
         sched.shutdown(wait=False)
+        for name in sorted(self._leased):
+            try:
+                await self.memory.leases.release(name)
+            except Exception:  # it expires on its own: a pause, not a loss
+                log.warning("could not give back the lease of job %s", name, exc_info=True)
 
     def _wrap(
         self, name: str, job: Callable[[], Awaitable[None]], lease_s: float | None = None
     ) -> Callable[[], Awaitable[None]]:
         """The scheduled form of a job body: errors logged, runs counted; with
         ``lease_s``, a round runs only in the process holding the job's lease."""
+        if lease_s is not None:
+            self._leased.add(name)
 
         async def run() -> None:
             task = asyncio.current_task()

@@ -9,8 +9,10 @@ Each resource is entered on one ``AsyncExitStack`` as it opens,
 so one that fails to open closes everything opened before it. Shutdown on
 SIGINT/SIGTERM runs the stack backwards: stop intake (the bot stops taking
 messages and finishes replies in progress, then disconnects), close voice,
-drain the ingest queue, stop the jobs, close the dashboard, close the engine
-and its database, close the clients. Anything accepted but not processed in
+drain the ingest queue and stop its workers, stop the jobs (giving their
+leases back), close the dashboard, give the shard claims back (a process
+waiting for them takes them over at once), close the engine and its
+database, close the clients. Anything accepted but not processed in
 time stays in the ``messages`` inbox and is replayed at the next start, so
 nothing is lost.
 
@@ -278,6 +280,7 @@ async def _run(
             sync_state_file=settings.resolved_db_path.parent / "slash_commands.sha256",
             voice=voice.manager,
             voice_unavailable=voice.reason or "voice transcription is not configured",
+            catch_up=settings.catch_up_config(),
         )
         jobs.still_away = partial(still_away, bot)
         jobs.pair_checker = PairChecker.from_chat(clients.chat) if clients.chat else None
@@ -366,7 +369,9 @@ async def _connect(bot: GuildloreBot, settings: Settings) -> None:
 
 
 async def _drain(memory: Memory, timeout: float) -> None:
-    drained = await memory.drain(timeout)
+    """Stop ingest for good: the shard claims given back after it hand over
+    guilds whose messages nothing here still processes."""
+    drained = await memory.stop_ingest(timeout)
     log.info("ingest queue %s", "drained" if drained else "not drained (replayed next start)")
 
 

@@ -28,6 +28,7 @@ from bot.settings_schema import (
     CONFIG_ENV,
     ENV_PREFIX,
     SECTIONS,
+    CatchUpConfig,
     ReplyConfig,
     Settings,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "CONFIG_ENV",
     "ENV_PREFIX",
     "SECTIONS",
+    "CatchUpConfig",
     "ReplyConfig",
     "Settings",
     "SettingInfo",

@@ -140,6 +140,25 @@ class Settings(BaseModel):
         "long for the old claim to expire.",
         gt=0,
     )
+    discord_catch_up_channel_limit: int = setting(
+        1000,
+        "Most messages read back per channel when the bot connects afresh (a start, a shard "
+        "taken over, a gateway session Discord could not resume): what was said while it was "
+        "away, and the reconcile window before that (0: no catch-up). See docs/catch-up.md.",
+        ge=0,
+    )
+    discord_catch_up_guild_limit: int = setting(
+        20_000,
+        "Most messages one catch-up reads over all of a guild's channels; channels left when "
+        "it is spent are not read (the log and the action log say so).",
+        ge=0,
+    )
+    discord_catch_up_reconcile_min: float = setting(
+        60.0,
+        "Minutes before a guild's newest stored message that catch-up reads again, to find "
+        "messages deleted or edited on Discord while the bot was away (0: only what is newer).",
+        ge=0,
+    )
     discord_api_base_url: str | None = setting(
         None,
         "Discord's API address, for testing against a local stand-in or going through a "
@@ -470,6 +489,13 @@ class Settings(BaseModel):
             trust_forwarded_for=self.dashboard_trust_forwarded_for,
         )
 
+    def catch_up_config(self) -> CatchUpConfig:
+        return CatchUpConfig(
+            channel_limit=self.discord_catch_up_channel_limit,
+            guild_limit=self.discord_catch_up_guild_limit,
+            reconcile_s=self.discord_catch_up_reconcile_min * 60,
+        )
+
     def reply_config(self) -> ReplyConfig:
         return ReplyConfig(
             persona=self.reply_persona,
@@ -495,3 +521,16 @@ class ReplyConfig:
     voice_interval_s: float = 15.0
     max_recent_messages: int = 35
     recent_tokens: int = 2000
+
+
+@dataclass(frozen=True)
+class CatchUpConfig:
+    """The bounds of a catch-up (plain values; tests build it directly)."""
+
+    channel_limit: int = 1000
+    guild_limit: int = 20_000
+    reconcile_s: float = 3600.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.channel_limit > 0 and self.guild_limit > 0

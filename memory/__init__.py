@@ -83,6 +83,7 @@ from memory.reply.conversation import ReplyRequest, ReplyResult, compose_reply
 from memory.reply.record import record_reply_context
 from memory.reply.window import record_bot_reply
 from memory.retrieval.gate_calibration import load_calibration_file
+from memory.roles.catch_up import GuildCatchUp
 from memory.roles.consolidation.llm import PairChecker
 from memory.roles.members import MemberFact, MemberRecord, NotYours
 from memory.store.copy_db import CopyReport, copy_sqlite_to_postgres
@@ -109,6 +110,7 @@ __all__ = [
     "EmbeddingConfig",
     "Episode",
     "Fact",
+    "GuildCatchUp",
     "GuildOwnership",
     "GuildloreError",
     "HistoryEntry",

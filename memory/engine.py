@@ -7,7 +7,8 @@ one object per concern (memory/roles/): ``lore`` (lore lines), ``facts``,
 ``traces``, ``guilds``, ``procedures``, ``admin``, ``members`` (a member's own
 view and corrections), ``lifecycle`` (Discord's deletes and edits),
 ``retention`` (leave policies, guild purge), ``consent`` (sensitive facts
-waiting for a member's answer) and ``pins`` (pinned messages as canon lore);
+waiting for a member's answer), ``pins`` (pinned messages as canon lore) and
+``catch_up`` (what Discord holds that the process missed while away);
 besides them ``sessions`` (dashboard logins), ``inbox`` (the durable
 inbox: unfinished and failed messages) and ``replay`` (what the inbox holds
 unfinished, back into the queue).
@@ -51,6 +52,7 @@ from memory.models import (
 )
 from memory.retrieval.filters import FactFilter, consumer_filter
 from memory.roles.admin import AdminOps, SearchStats
+from memory.roles.catch_up import CatchUp
 from memory.roles.consent import ConsentOps
 from memory.roles.consolidation.role import Consolidation
 from memory.roles.episodes.role import EpisodeOps
@@ -193,9 +195,17 @@ class Memory:
             ingesting=lambda: self._ingesting,
             rejected=self.rejected,
         )
+        self.catch_up = CatchUp(
+            db=self.db,
+            lifecycle=self.lifecycle,
+            admit=self._admission.admit,
+            cfg=config.ingest,
+            clock=clock,
+        )
         self._retriever: Any = None
         self._started = False
         self._ingesting = False
+        self._ingest_stopped = False
 
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
@@ -241,7 +251,7 @@ class Memory:
         except BaseException:
             await self.db.close()
             raise
-        self._started, self._ingesting = True, ingest
+        self._started, self._ingesting, self._ingest_stopped = True, ingest, False
         if ingest:
             # Deletes and edits received before a crash first: a message
             # deleted then must not be queued again by the replay below.
@@ -255,8 +265,7 @@ class Memory:
         """Stop intake, drain the queue, stop jobs, write the snapshot, close the database."""
         if not self._started:
             return
-        if self._ingesting:
-            await self._stop_ingest(drain_timeout)
+        await self.stop_ingest(drain_timeout)
         await self.upkeep.close()
         await self.embeddings.stop()
         if self._retriever is not None:  # never built: nothing to drop
@@ -272,7 +281,14 @@ class Memory:
         await self.db.close()
         self._started = False
 
-    async def _stop_ingest(self, drain_timeout: float | None) -> None:
+    async def stop_ingest(self, drain_timeout: float | None = None) -> bool:
+        """Take no more messages, drain the queue (up to the timeout), stop its
+        workers; False if not drained (the rest stays in the inbox). ``close``
+        does it first; a process holding shards does it before it gives its
+        claims back, so that nothing here still processes their guilds."""
+        if not self._started or not self._ingesting or self._ingest_stopped:
+            return True
+        self._ingest_stopped = True
         self.queue.accepting = False
         await self.replay.stop()
         timeout = self.config.ingest.drain_timeout_s if drain_timeout is None else drain_timeout
@@ -281,6 +297,7 @@ class Memory:
             log.warning("ingest queue not drained at shutdown; the rest is replayed next start")
         await self.queue.stop()
         await self.embeddings.settle(timeout=max(0.1, timeout))
+        return drained
 
     async def __aenter__(self) -> Memory:
         await self.start()

@@ -12,18 +12,31 @@ The bot is pointed at it with ``discord.api_base_url`` (``GUILDLORE_DISCORD_API_
 
 REST (under ``/api/v10``): ``GET /users/@me``, ``GET /oauth2/applications/@me``,
 ``GET /gateway`` and ``/gateway/bot`` (the websocket address of this server),
-``PUT /applications/{app}/commands`` (the slash-command sync; echoed) and
-``POST /channels/{channel}/messages`` (recorded in ``sent``). Anything else is
-recorded in ``requests`` and answered 404 like an unknown Discord route.
+``PUT /applications/{app}/commands`` (the slash-command sync; echoed),
+``POST /channels/{channel}/messages`` (recorded in ``sent``) and
+``GET /channels/{channel}/messages`` (a channel's history, as Discord answers
+it: ``limit`` 1–100, default 50; ``after`` gives the oldest ``limit`` messages
+above that id, ``before`` the newest below it, neither the newest; always
+newest first; recorded in ``history``; 403 for a channel in ``forbidden``, 404
+for one that does not exist). Anything else is recorded in ``requests`` and
+answered 404 like an unknown Discord route.
 
 Gateway (``/gateway``, JSON text frames, no compression): HELLO; IDENTIFY is
 recorded with its ``shard`` (``[id, count]``) and answered with READY naming
 the guilds of that shard (``(guild_id >> 22) % count``, Discord's rule), then
-a GUILD_CREATE per guild; a heartbeat is ACKed. ``dispatch`` sends an event
-to the connection holding a guild's shard, ``send_message`` and
-``delete_message`` build MESSAGE_CREATE and MESSAGE_DELETE. A connection
-that closes (or a process that dies) is dropped; a reconnecting process
-identifies again.
+a GUILD_CREATE per guild (its channels, active threads and the bot's own
+member); a heartbeat is ACKed; a RESUME is refused (INVALID_SESSION, not
+resumable: this server keeps no sessions), so the client identifies afresh.
+``dispatch`` sends an event to the connection holding a guild's shard.
+
+Each channel's messages are kept here, so the bot can read back what it
+missed: ``send_message``, ``edit_message`` and ``delete_message`` change
+them and, with ``deliver`` (the default), send MESSAGE_CREATE,
+MESSAGE_UPDATE or MESSAGE_DELETE; ``deliver=False`` is a change made while
+the bot was away, or an event it never got. ``drop`` closes a shard's
+connection as a network failure would (the client tries to resume). A
+connection that closes (or a process that dies) is dropped; a reconnecting
+process identifies again.
 """
 
 from __future__ import annotations
@@ -45,7 +58,9 @@ OWNER_ID = "900000000000000003"
 HEARTBEAT_MS = 41_250
 
 # Gateway opcodes (Discord's numbers).
-DISPATCH, HEARTBEAT, IDENTIFY, HELLO, HEARTBEAT_ACK = 0, 1, 2, 10, 11
+DISPATCH, HEARTBEAT, IDENTIFY, RESUME, INVALID_SESSION, HELLO, HEARTBEAT_ACK = 0, 1, 2, 6, 9, 10, 11
+# Close code Discord uses for an unknown error: the client reconnects and resumes.
+CLOSE_UNKNOWN_ERROR = 4000
 
 
 def shard_of(guild_id: str | int, shard_count: int) -> int:
@@ -64,6 +79,11 @@ class FakeGuild:
     name: str
     channels: list[str]
     members: dict[str, str] = field(default_factory=dict)  # id → user name
+    threads: dict[str, str] = field(default_factory=dict)  # active thread id → parent channel
+
+    def places(self) -> list[str]:
+        """Every channel and thread holding messages."""
+        return [*self.channels, *self.threads]
 
     def payload(self) -> dict[str, Any]:
         return {
@@ -99,11 +119,42 @@ class FakeGuild:
                 }
                 for i, cid in enumerate(self.channels)
             ],
-            "members": [],
+            # The bot's own member: Discord always sends it (``guild.me``).
+            "members": [
+                {
+                    "user": _user(BOT_ID, "guildlore", bot=True),
+                    "roles": [],
+                    "joined_at": datetime.now(UTC).isoformat(),
+                    "deaf": False,
+                    "mute": False,
+                    "flags": 0,
+                }
+            ],
             "emojis": [],
             "stickers": [],
             "features": [],
-            "threads": [],
+            "threads": [
+                {
+                    "id": tid,
+                    "guild_id": self.id,
+                    "parent_id": parent,
+                    "owner_id": OWNER_ID,
+                    "type": 11,  # a public thread
+                    "name": f"thread-{i}",
+                    "last_message_id": None,
+                    "message_count": 0,
+                    "member_count": 1,
+                    "rate_limit_per_user": 0,
+                    "flags": 0,
+                    "thread_metadata": {
+                        "archived": False,
+                        "auto_archive_duration": 1440,
+                        "archive_timestamp": datetime.now(UTC).isoformat(),
+                        "locked": False,
+                    },
+                }
+                for i, (tid, parent) in enumerate(self.threads.items())
+            ],
             "voice_states": [],
             "presences": [],
             "stage_instances": [],
@@ -164,6 +215,12 @@ class FakeDiscord:
         self.identified: list[Identified] = []
         self.sent: list[dict[str, Any]] = []  # messages the bot posted
         self.requests: list[tuple[str, str]] = []  # every REST call: (method, path)
+        # Each channel's messages as the REST API returns them, by id.
+        self.messages: dict[str, dict[str, dict[str, Any]]] = {
+            c: {} for g in guilds for c in g.places()
+        }
+        self.forbidden: set[str] = set()  # channels whose history is refused (403)
+        self.history: list[tuple[str, dict[str, str]]] = []  # (channel, query) per history read
         self._connections: list[_Connection] = []
         self._changed = asyncio.Condition()
         self._ids = itertools.count(1)
@@ -179,6 +236,7 @@ class FakeDiscord:
         app.router.add_get(f"{API}/gateway/bot", self._gateway_url)
         app.router.add_put(API + "/applications/{app}/commands", self._sync_commands)
         app.router.add_post(API + "/channels/{channel}/messages", self._post_message)
+        app.router.add_get(API + "/channels/{channel}/messages", self._history)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -240,21 +298,15 @@ class FakeDiscord:
         *,
         author_name: str = "member",
         message_id: str | None = None,
+        deliver: bool = True,
     ) -> str:
-        """MESSAGE_CREATE from a member; the message id."""
+        """A member's message, kept in its channel and (``deliver``) sent as
+        MESSAGE_CREATE; the message id."""
         mid = message_id or snowflake(next(self._ids))
-        data = {
+        stored: dict[str, Any] = {
             "id": mid,
             "channel_id": channel_id,
-            "guild_id": guild_id,
             "author": _user(author_id, author_name),
-            "member": {
-                "roles": [],
-                "joined_at": datetime.now(UTC).isoformat(),
-                "deaf": False,
-                "mute": False,
-                "flags": 0,
-            },
             "content": content,
             "timestamp": datetime.now(UTC).isoformat(),
             "edited_timestamp": None,
@@ -268,12 +320,55 @@ class FakeDiscord:
             "type": 0,
             "flags": 0,
         }
-        await self.dispatch(guild_id, "MESSAGE_CREATE", data)
+        self._channel(channel_id)[mid] = stored
+        if deliver:
+            await self.dispatch(guild_id, "MESSAGE_CREATE", self._event(guild_id, stored))
         return mid
 
-    async def delete_message(self, guild_id: str, channel_id: str, message_id: str) -> None:
-        data = {"id": message_id, "channel_id": channel_id, "guild_id": guild_id}
-        await self.dispatch(guild_id, "MESSAGE_DELETE", data)
+    async def edit_message(
+        self, guild_id: str, channel_id: str, message_id: str, content: str, *, deliver: bool = True
+    ) -> None:
+        """The author edits a message: new text and edit time, and
+        (``deliver``) MESSAGE_UPDATE."""
+        stored = self._channel(channel_id)[message_id]
+        stored["content"] = content
+        stored["edited_timestamp"] = datetime.now(UTC).isoformat()
+        if deliver:
+            await self.dispatch(guild_id, "MESSAGE_UPDATE", self._event(guild_id, stored))
+
+    async def delete_message(
+        self, guild_id: str, channel_id: str, message_id: str, *, deliver: bool = True
+    ) -> None:
+        """The message is gone from its channel; (``deliver``) MESSAGE_DELETE."""
+        self._channel(channel_id).pop(message_id, None)
+        if deliver:
+            data = {"id": message_id, "channel_id": channel_id, "guild_id": guild_id}
+            await self.dispatch(guild_id, "MESSAGE_DELETE", data)
+
+    async def drop(self, shard_id: int, shard_count: int) -> None:
+        """Close the shard's connection from this side, as a network failure
+        or a gateway restart would: the client reconnects and tries to resume."""
+        for conn in list(self._connections):
+            if conn.shard == (shard_id, shard_count) and not conn.ws.closed:
+                await conn.ws.close(code=CLOSE_UNKNOWN_ERROR)
+
+    def _channel(self, channel_id: str) -> dict[str, dict[str, Any]]:
+        if channel_id not in self.messages:
+            raise LookupError(f"no channel {channel_id} in any guild")
+        return self.messages[channel_id]
+
+    @staticmethod
+    def _event(guild_id: str, stored: dict[str, Any]) -> dict[str, Any]:
+        """A kept message as a gateway event carries it: with its guild and
+        the author's member."""
+        member = {
+            "roles": [],
+            "joined_at": datetime.now(UTC).isoformat(),
+            "deaf": False,
+            "mute": False,
+            "flags": 0,
+        }
+        return {**stored, "guild_id": guild_id, "member": member}
 
     # -- gateway ---------------------------------------------------------------
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
@@ -317,6 +412,10 @@ class FakeDiscord:
                 await conn.dispatch("GUILD_CREATE", g.payload())
             conn.shard = (shard_id, count)
             await self._notify()
+        elif op == RESUME:
+            # No sessions are kept here: identify again (Discord's answer to
+            # a session it cannot resume).
+            await conn.send({"op": INVALID_SESSION, "d": False})
         # Presence updates, voice state requests, member requests: nothing to say.
 
     async def _notify(self) -> None:
@@ -397,6 +496,34 @@ class FakeDiscord:
         }
         self.sent.append(sent)
         return _json(sent)
+
+    async def _history(self, request: web.Request) -> web.Response:
+        self._record(request)
+        channel = request.match_info["channel"]
+        query = dict(request.query)
+        self.history.append((channel, query))
+        if channel in self.forbidden:
+            return _json({"message": "Missing Access", "code": 50001}, status=403)
+        if channel not in self.messages:
+            return _json({"message": "Unknown Channel", "code": 10003}, status=404)
+        try:
+            limit = int(query.get("limit", "50"))
+            after = int(query["after"]) if "after" in query else None
+            before = int(query["before"]) if "before" in query else None
+        except ValueError:
+            return _json({"message": "Invalid Form Body", "code": 50035}, status=400)
+        if not 1 <= limit <= 100 or "around" in query:
+            return _json({"message": "Invalid Form Body", "code": 50035}, status=400)
+        kept = sorted(self.messages[channel].values(), key=lambda m: int(m["id"]))
+        if after is not None:
+            # The oldest ``limit`` above ``after``, answered newest first.
+            page = [m for m in kept if int(m["id"]) > after]
+            if before is not None:
+                page = [m for m in page if int(m["id"]) < before]
+            page = page[:limit]
+        else:
+            page = [m for m in kept if before is None or int(m["id"]) < before][-limit:]
+        return _json(list(reversed(page)))
 
     async def _unknown(self, request: web.Request) -> web.Response:
         self._record(request)

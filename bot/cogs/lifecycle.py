@@ -14,6 +14,7 @@ import discord
 from discord.ext import commands
 
 from bot.client import GuildloreBot
+from bot.convert import message_text
 from memory import RetentionTimer
 
 log = logging.getLogger(__name__)
@@ -46,9 +47,11 @@ class Lifecycle(commands.Cog):
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         if payload.guild_id is None or not self.bot.accepting:
             return
-        content = payload.data.get("content")
-        if not isinstance(content, str):  # an embed resolved, a pin: the text did not change
-            return
+        if not isinstance(payload.data.get("content"), str):
+            return  # an embed resolved, a pin: the text did not change
+        # The text as the listener stores it (mentions shown as names), so a
+        # catch-up reading the message back later sees the same text.
+        content = message_text(payload.message)
         edited_at = payload.data.get("edited_timestamp")
         try:
             await self.bot.memory.edit_message(

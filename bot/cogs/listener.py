@@ -8,7 +8,7 @@ import discord
 from discord.ext import commands
 
 from bot.client import GuildloreBot
-from bot.convert import INGESTED_TYPES, names_of, to_incoming
+from bot.convert import is_chat_message, names_of, to_incoming
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +34,7 @@ class Listener(commands.Cog):
     async def on_message(self, message: discord.Message) -> None:
         if not self.bot.accepting:
             return
-        if message.guild is None:  # DMs are never ingested
-            return
-        if self.bot.user is not None and message.author.id == self.bot.user.id:
-            return
-        if message.type not in INGESTED_TYPES:
+        if not is_chat_message(message, self.bot.user.id if self.bot.user else None):
             return
         if not message.content.strip():
             return

@@ -9,7 +9,8 @@ archive, restore, delete facts and their history), ``lore`` (lore lines),
 (guilds, members, channels, per-guild settings, voice opt-outs), ``traces``
 (what replies used or stored), ``admin`` (the action log, re-index, counters,
 health). The lifecycle of messages and guilds: ``lifecycle`` (Discord's
-deletes and edits), ``retention`` (leave policies, guild purge), ``journals``
+deletes and edits), ``catch_up`` (what Discord holds that the process
+missed while away, and the deletes and edits made meanwhile), ``retention`` (leave policies, guild purge), ``journals``
 (the journal files and their views), ``leases`` (which process runs a global
 job), ``upkeep`` (the scheduled jobs). Features with more than one module
 have a folder: ``episodes/`` (channel stretches summarised) and

@@ -155,6 +155,11 @@ class ErasureCompactor:
             await self._run(force=False, retry_later=True)
         except StorageError as exc:
             log.warning("compaction after an erase failed, tried again on the next: %s", exc)
+            return
+        # An erase committed while this rewrite ran is not covered by it, and
+        # its request found this timer busy: the timer goes round once more.
+        if self.pending and self._timer is asyncio.current_task():
+            self._rearm()
 
     async def flush(self) -> Compaction | None:
         """Run a pending rewrite now; None when nothing waits."""
@@ -186,8 +191,8 @@ class ErasureCompactor:
             await asyncio.sleep(LEASE_POLL_S)
 
     def _rearm(self) -> None:
-        # Called under the lock by a timer's own run: a new timer task waits
-        # out the delay, then takes the lock again.
+        # Called by a timer's own run: a new timer task waits out the delay,
+        # then takes the lock again.
         self._timer = asyncio.get_running_loop().create_task(
             self._after_delay(), name="erasure-compaction"
         )

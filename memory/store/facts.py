@@ -473,3 +473,14 @@ def guilds_with_active_facts(con: Connection) -> list[str]:
     return [
         r[0] for r in con.execute("SELECT DISTINCT guild_id FROM memory_facts WHERE is_active = 1")
     ]
+
+
+def forgotten_members(con: Connection, guild_id: str) -> dict[str, str]:
+    """member id → when they were last forgotten in this guild (the
+    ``forget`` rows ``forget_user`` leaves in the fact history)."""
+    rows = con.execute(
+        "SELECT subject, max(created_at) FROM fact_history WHERE guild_id = ? "
+        "AND event = 'forget' AND subject IS NOT NULL GROUP BY subject",
+        (guild_id,),
+    ).fetchall()
+    return {str(r[0]): str(r[1]) for r in rows}

@@ -413,3 +413,39 @@ def erase_messages(con: Connection, guild_id: str, ids: Sequence[str], seqs: Seq
         )
         erase_refs(con, guild_id, message_refs(chunk))
     return traces
+
+
+# -- catch-up: where each channel's stored history ends, and what it holds there -------------
+
+
+def newest_in_channels(
+    con: Connection, guild_id: str, channel_ids: Sequence[str]
+) -> dict[str, tuple[str, str]]:
+    """channel id → (id, created_at) of the newest message stored from
+    Discord in each of ``channel_ids`` (channels with none are left out).
+    Voice transcripts do not count: their ids are made here, Discord has no
+    such message. One seek per channel down (guild, channel, time), not a
+    scan of the guild's messages."""
+    out: dict[str, tuple[str, str]] = {}
+    for channel_id in dict.fromkeys(channel_ids):
+        row = con.execute(
+            "SELECT id, created_at FROM messages WHERE guild_id = ? AND channel_id = ? "
+            "AND source != 'voice' ORDER BY created_at DESC LIMIT 1",
+            (guild_id, channel_id),
+        ).fetchone()
+        if row is not None:
+            out[channel_id] = (str(row[0]), str(row[1]))
+    return out
+
+
+def stored_in_channel(
+    con: Connection, guild_id: str, channel_id: str, since: str, limit: int
+) -> dict[str, str]:
+    """id → content of the messages from Discord stored in a channel with
+    ``created_at`` at ``since`` or later: the oldest ``limit`` of them."""
+    rows = con.execute(
+        "SELECT id, content FROM messages WHERE guild_id = ? AND channel_id = ? "
+        "AND created_at >= ? AND source != 'voice' ORDER BY created_at LIMIT ?",
+        (guild_id, channel_id, since, limit),
+    ).fetchall()
+    return {str(r[0]): str(r[1]) for r in rows}

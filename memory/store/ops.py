@@ -160,6 +160,25 @@ def log_action(
     )
 
 
+def last_setting_change(con: Connection, guild_id: str, keys: Sequence[str]) -> str | None:
+    """When one of ``keys`` of this guild's settings last changed, as the
+    action log remembers it (None: not within its retention)."""
+    wanted = set(keys)
+    rows = con.execute(
+        "SELECT created_at, detail FROM action_log WHERE kind = 'settings_change' "
+        "AND guild_id = ? ORDER BY id DESC",
+        (guild_id,),
+    )
+    for r in rows:
+        try:
+            key = json.loads(r[1] or "{}").get("key")
+        except (ValueError, AttributeError):
+            continue
+        if key in wanted:
+            return str(r[0])
+    return None
+
+
 def log_actions(con: Connection, rows: Sequence[dict[str, Any]], now: str) -> None:
     for r in rows:
         log_action(
