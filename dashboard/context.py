@@ -409,11 +409,13 @@ def _shown(value: Any) -> Any:
 def check_setting(key: str, value: str | None) -> str | None:
     """The engine's validation, plus: channel ids must be Discord ids."""
     checked = parse_guild_setting(key, value)
-    if checked is not None and GUILD_SETTINGS_BY_KEY[key].kind == "ids":
+    kind = GUILD_SETTINGS_BY_KEY[key].kind
+    if checked is not None and kind in ("ids", "roles", "channel"):
         bad = [v for v in checked.split(",") if not params.is_snowflake(v)]
         if bad:
+            what = "role" if kind == "roles" else "channel"
             raise InvalidInput(
-                f"{key}: not Discord channel ids: {', '.join(b[:30] for b in bad[:3])}"
+                f"{key}: not Discord {what} ids: {', '.join(b[:30] for b in bad[:3])}"
             )
     return checked
 
