@@ -8,7 +8,7 @@ from typing import Any
 
 import discord
 
-from memory import IncomingMessage, ReplyRequest, iso
+from memory import IncomingMessage, ReplyRequest, Standing, iso
 
 # Chat messages worth remembering; joins, pins, boosts and the like are not.
 INGESTED_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
@@ -45,6 +45,15 @@ def to_incoming(message: discord.Message) -> IncomingMessage:
         source="text",
         is_bot=bool(message.author.bot or message.webhook_id is not None),
         reply_to_id=reply_to,
+    )
+
+
+def standing_of(member: discord.Member) -> Standing:
+    """What the review policy weighs about a member writing lore: their roles
+    (not @everyone) and when their Discord account was made."""
+    return Standing(
+        frozenset(str(r.id) for r in member.roles if r != member.guild.default_role),
+        iso(member.created_at),
     )
 
 
@@ -190,6 +199,7 @@ def reply_request(message: discord.Message, me: discord.abc.User) -> ReplyReques
             if isinstance(message.channel, discord.Thread) and message.channel.parent_id
             else None
         ),
+        standing=standing_of(author),
     )
 
 

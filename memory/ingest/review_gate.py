@@ -78,8 +78,9 @@ class ReviewGate:
         if policy == "off":
             return None
         flags: list[Flag] = []
+        # The extractor's certainty; a lore line's confidence is a constant.
         low = confidence_flag(new.confidence, settings.review_min_confidence)
-        if low is not None:
+        if low is not None and kind == "fact":
             flags.append(low)
         if message is not None:
             why = near_miss(new.fact, message, author_name)
