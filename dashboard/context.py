@@ -91,6 +91,7 @@ async def guild_rows(mem: Memory) -> list[dict[str, Any]]:
     (the pending texts are the members' own, never shown here)."""
     rows = []
     consent = await mem.consent.counts()
+    review = await mem.review.counts()
     for g in await mem.guilds.overview():
         pending = consent.get(str(g["guild_id"]), {})
         rows.append(
@@ -99,6 +100,7 @@ async def guild_rows(mem: Memory) -> list[dict[str, Any]]:
                 "label": guild_label(g),
                 "consent_pending": sum(pending.values()),
                 "consent_by_category": dict(sorted(pending.items())),
+                "review_pending": review.get(str(g["guild_id"]), 0),
             }
         )
     return rows

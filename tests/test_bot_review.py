@@ -24,6 +24,7 @@ from memory.models import LORE_SUBJECT
 from memory.review_policy import ReviewItem
 from tests.conftest import FakeClock
 from tests.fakeopenai import FakeOpenAI
+from tests.helpers import eventually
 from tests.interactions import (
     CHANNEL_MESSAGE,
     MESSAGE_UPDATE,
@@ -449,3 +450,40 @@ async def test_lore_and_corrections_from_members_wait(review: Review) -> None:
     await h.memory.guilds.set_setting(r.gid, "review_policy", "off")
     refused = await correct_answer(h.memory, h.guild, h.bob, str(baker.id), "Alice is a chef")
     assert refused.text == "You can only correct facts about yourself."
+
+
+async def test_the_background_task_posts_as_soon_as_something_waits(review: Review) -> None:
+    r, h = review, review.h
+    await r.turn_on()
+    r.cog.start()  # what on_ready does
+    try:
+        await h.say("I live in Lisbon.")
+        await h.settle()
+
+        async def posted() -> bool:
+            items = await r.pending()
+            return bool(items) and items[0].post_message_id is not None
+
+        # Woken by the engine, not by the 30 s poll.
+        assert await eventually(posted, timeout=10)
+        (message,) = h.sent()
+        assert message.channel.id == h.mods.id
+    finally:
+        await r.cog.stop()
+
+
+async def test_a_forgotten_member_leaves_the_review_message(review: Review) -> None:
+    r, h = review, review.h
+    await r.turn_on()
+    await h.say("I live in Lisbon.")
+    await h.settle()
+    (item,) = await r.pending()
+    message, _, _ = await r.post()
+    await h.memory.forget(r.gid, str(h.alice.id))
+    assert await r.cog.sync_all() == 1
+    edited = await h.mods.fetch_message(message.id)
+    embed = edited.embeds[0].to_dict()
+    assert embed["title"] == f"Review #{item.id} · withdrawn"
+    assert {f["name"]: f["value"] for f in embed["fields"]} == {"Why": "its member was forgotten"}
+    assert "Lisbon" not in json.dumps(embed) and str(h.alice.id) not in json.dumps(embed)
+    assert await h.memory.review.closed_posts(r.gid) == []

@@ -79,6 +79,10 @@ async def test_the_api_lists_items_with_flags_and_targets(
         "Alice works as a nurse."
     )
     assert body["counts"] == {GUILD: 4}
+    guilds = (await (await client.get("/api/guilds")).json())["guilds"]
+    assert [g["review_pending"] for g in guilds if g["guild_id"] == GUILD] == [4]
+    guild_page = await (await client.get(f"/guilds/{GUILD}")).text()
+    assert "review queue (4 waiting)" in guild_page
     r = await client.get("/api/review")
     assert r.status == 400
     assert_error(await r.json(), 400)

@@ -13,8 +13,8 @@ import pytest
 from memory.clock import iso
 from memory.engine import Memory
 from memory.errors import InvalidInput
-from memory.models import LORE_SUBJECT, IncomingMessage
-from memory.review_policy import Standing
+from memory.models import LORE_SUBJECT, IncomingMessage, Remembered
+from memory.review_policy import Queued, Standing
 from memory.roles.review.decisions import ReviewClosed
 from tests.conftest import FakeClock
 
@@ -85,6 +85,7 @@ async def test_a_waiting_memory_reaches_nothing_until_approved(make_memory: Any)
     assert item.source_message_id == msg.id
     assert [f.code for f in item.flags] == ["low_confidence"]
     assert "< 90 %" in item.flags[0].why
+    assert mem.admin.counters()["review_queued"] == 1
     # Not a fact: no read path of the facts shows it.
     assert await alice_facts(mem) == []
     assert "Alice lives in Lisbon." not in await fact_hits(mem, "Where does Alice live? Lisbon")
@@ -224,7 +225,7 @@ async def test_lore_from_a_member_below_the_role_or_account_age_waits(make_memor
         GUILD, "The guild raid is on Fridays", source_text="The guild raid is on Fridays",
         actor=f"user:{ALICE}", standing=trusted,
     )  # fmt: skip
-    assert stored is not None and not hasattr(stored, "item_id")
+    assert isinstance(stored, Remembered)
     newcomer = Standing(frozenset({"700000000000000002"}), iso(clock() - timedelta(days=2)))
     queued = await mem.lore.remember(
         GUILD, "The guild bank password is public", source_text="The guild bank is public",
@@ -235,7 +236,7 @@ async def test_lore_from_a_member_below_the_role_or_account_age_waits(make_memor
         GUILD, "The guild meets on Mondays", source_text="The guild meets on Mondays",
         actor=f"user:{BOB}", standing=newcomer,
     )  # fmt: skip
-    assert queued is not None and hasattr(queued, "item_id")
+    assert isinstance(queued, Queued)
     (item,) = await mem.review.pending(GUILD)
     assert item.kind == "lore" and item.subject == LORE_SUBJECT and item.author_id == BOB
     assert [f.code for f in item.flags] == ["lore_role", "lore_account_age"]
@@ -365,5 +366,6 @@ async def test_forget_and_deleted_messages_withdraw_items(make_memory: Any) -> N
         None,
     )
     assert closed.post_message_id == "900000000000000001"
+    assert closed.note == "its member was forgotten"
     assert await mem.review.forget_post(GUILD, lisbon.id)
     assert await mem.review.closed_posts(GUILD) == []

@@ -161,6 +161,10 @@ def closed_embed(item: ReviewItem, fact_text: str | None = None) -> discord.Embe
         embed.description = f"Fact #{item.result_fact_id} now reads: {_clip(text, 300)}"
     else:
         embed.description = "Nothing stored; its text was deleted."
+    if outcome == "withdrawn" and not item.decided_by:
+        # Nobody decided: its message or its member went first.
+        embed.add_field(name="Why", value=_clip(item.note or "nothing left to decide"))
+        return embed
     embed.add_field(name="Decided by", value=who(item.decided_by), inline=True)
     if item.note:
         embed.add_field(name="Reason", value=_clip(item.note), inline=True)
@@ -330,7 +334,7 @@ class ReviewQueue(commands.Cog):
         self.bot = bot
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one round at a time: an item is posted once
-        self._warned: set[int] = set()  # review channels reported readable by everyone
+        self._warned: set[tuple[str, Any]] = set()  # lasting problems already logged
 
     async def cog_load(self) -> None:
         self.bot.add_dynamic_items(ReviewButton)
@@ -360,11 +364,15 @@ class ReviewQueue(commands.Cog):
 
     async def _run(self) -> None:
         while not self.bot.is_closed():
+            sent = 0
             try:
-                await self.sync_all()
+                sent = await self.sync_all()
             except Exception:  # one bad round must not end the task
                 log.exception("review queue round failed")
-            await self.memory.review.wait_for_work(POLL_S)
+            if sent >= POST_BATCH:
+                await asyncio.sleep(1.0)  # a backlog (after downtime): on at once
+            else:
+                await self.memory.review.wait_for_work(POLL_S)
 
     async def sync_all(self) -> int:
         """Post what waits and update what was decided, in every guild this
@@ -386,10 +394,12 @@ class ReviewQueue(commands.Cog):
         settings = await self.memory.guilds.settings(gid)
         if settings.review_policy == "off" or not settings.review_channel:
             return n
-        channel = guild.get_channel(int(settings.review_channel))
+        channel = guild.get_channel_or_thread(int(settings.review_channel))
         if not isinstance(channel, discord.TextChannel | discord.Thread):
-            log.warning(
-                "guild %s: review_channel %s is not a text channel I can see",
+            self._warn_once(
+                ("missing", settings.review_channel),
+                "guild %s: review_channel %s is not a text channel I can see; "
+                "its items wait on the dashboard",
                 gid,
                 settings.review_channel,
             )
@@ -399,7 +409,14 @@ class ReviewQueue(commands.Cog):
             try:
                 n += await self.post(channel, item)
             except discord.HTTPException as exc:
-                log.warning("guild %s: could not post review item %d: %s", gid, item.id, exc)
+                self._warn_once(
+                    ("post", channel.id),
+                    "guild %s: could not post review item %d in #%s: %s",
+                    gid,
+                    item.id,
+                    channel.name,
+                    exc,
+                )
                 break  # no permission or rate-limited: the next round tries again
         return n
 
@@ -452,16 +469,22 @@ class ReviewQueue(commands.Cog):
         return n
 
     def _warn_if_public(self, channel: discord.TextChannel | discord.Thread) -> None:
-        if channel.id in self._warned:
-            return
         if channel.permissions_for(channel.guild.default_role).read_messages:
-            self._warned.add(channel.id)
-            log.warning(
+            self._warn_once(
+                ("public", channel.id),
                 "guild %s: the review channel #%s is readable by everyone; "
                 "waiting memories are meant for moderators",
                 channel.guild.id,
                 channel.name,
             )
+
+    def _warn_once(self, key: tuple[str, Any], message: str, *args: Any) -> None:
+        """A problem that lasts (a channel's permissions) is logged once, not every round."""
+        if key in self._warned:
+            log.debug(message, *args)
+            return
+        self._warned.add(key)
+        log.warning(message, *args)
 
 
 async def setup(bot: commands.Bot) -> None:

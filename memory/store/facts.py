@@ -450,9 +450,11 @@ def forget_user(con: Connection, guild_id: str, user_id: str, actor: str, now: s
         con.execute(f"DELETE FROM fact_history WHERE fact_id IN ({held})", chunk)
         con.execute(f"DELETE FROM memory_facts WHERE id IN ({held})", chunk)
     erase_refs(con, guild_id, [*fact_refs(fact_ids), f"u:{user_id}"])
+    # Before their messages: their review items are withdrawn as forgotten,
+    # not as items whose message was deleted.
+    forget_review_items(con, guild_id, user_id)
     traces += erase_messages(con, guild_id, msg_ids, [int(r["seq"]) for r in msg_rows])
     forget_replies_to(con, guild_id, user_id)
-    forget_review_items(con, guild_id, user_id)
     con.execute("DELETE FROM action_log WHERE guild_id = ? AND subject = ?", (guild_id, user_id))
     con.execute("DELETE FROM members WHERE guild_id = ? AND user_id = ?", (guild_id, user_id))
     # voice_opt_outs is kept on purpose: it is consent, not memory, and
