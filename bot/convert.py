@@ -238,4 +238,5 @@ def voice_reply_request(
         created_at=utterance.created_at,
         channel_bias=False,
         consumer="voice",
+        standing=standing_of(speaker) if speaker is not None else None,
     )

@@ -392,7 +392,9 @@ class ReviewQueue(commands.Cog):
         gid = str(guild.id)
         n = await self._close_decided(guild)
         settings = await self.memory.guilds.settings(gid)
-        if settings.review_policy == "off" or not settings.review_channel:
+        if not settings.review_channel:
+            # Items wait on the dashboard. (With the policy turned off since,
+            # what waited before is still posted: it only waits to be decided.)
             return n
         channel = guild.get_channel_or_thread(int(settings.review_channel))
         if not isinstance(channel, discord.TextChannel | discord.Thread):
