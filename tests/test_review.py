@@ -369,3 +369,29 @@ async def test_forget_and_deleted_messages_withdraw_items(make_memory: Any) -> N
     assert closed.note == "its member was forgotten"
     assert await mem.review.forget_post(GUILD, lisbon.id)
     assert await mem.review.closed_posts(GUILD) == []
+
+
+async def test_a_deleted_or_edited_message_withdraws_its_posted_item(make_memory: Any) -> None:
+    mem = await make_memory()
+    await flagged(mem)
+    lisbon_msg = await say(mem, "I live in Lisbon.")
+    chess_msg = await say(mem, "I love chess.")
+    items = {i.fact: i for i in await mem.review.pending(GUILD)}
+    lisbon, chess = items["Alice lives in Lisbon."], items["Alice loves chess."]
+    for n, item in enumerate((lisbon, chess)):
+        assert await mem.review.mark_posted(GUILD, item.id, CHANNEL, f"90000000000000000{n}")
+    await mem.delete_messages(GUILD, [lisbon_msg.id])
+    await mem.edit_message(GUILD, chess_msg.id, "I used to love chess, now go.")
+    assert await mem.settle(30)
+    closed = {i.id: i for i in await mem.review.closed_posts(GUILD)}
+    assert set(closed) == {lisbon.id, chess.id}
+    for item in closed.values():
+        assert (item.outcome, item.fact, item.source_message_id, item.decided_by) == (
+            "withdrawn",
+            "",
+            None,
+            None,
+        )
+        assert item.note == "its message was deleted or edited"
+    with pytest.raises(ReviewClosed):
+        await mem.review.approve(GUILD, lisbon.id, actor=MOD)
