@@ -30,6 +30,7 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "bot.cogs.member_commands",  # joins /memory: after memory_commands
     "bot.cogs.upkeep_commands",  # joins /memory and /memory-admin: after memory_commands
     "bot.cogs.consent",
+    "bot.cogs.review",
     "bot.cogs.pins",
     "bot.cogs.voice",
 )

@@ -8,7 +8,7 @@ from typing import Any
 
 import discord
 
-from memory import IncomingMessage, ReplyRequest, iso
+from memory import IncomingMessage, ReplyRequest, Standing, iso
 
 # Chat messages worth remembering; joins, pins, boosts and the like are not.
 INGESTED_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
@@ -57,6 +57,15 @@ def to_incoming(message: discord.Message) -> IncomingMessage:
         reply_to_id=reply_to,
         # Set on a message read back from history that was edited before.
         edited_at=iso(message.edited_at) if message.edited_at is not None else None,
+    )
+
+
+def standing_of(member: discord.Member) -> Standing:
+    """What the review policy weighs about a member writing lore: their roles
+    (not @everyone) and when their Discord account was made."""
+    return Standing(
+        frozenset(str(r.id) for r in member.roles if r != member.guild.default_role),
+        iso(member.created_at),
     )
 
 
@@ -202,6 +211,7 @@ def reply_request(message: discord.Message, me: discord.abc.User) -> ReplyReques
             if isinstance(message.channel, discord.Thread) and message.channel.parent_id
             else None
         ),
+        standing=standing_of(author),
     )
 
 
@@ -240,4 +250,5 @@ def voice_reply_request(
         created_at=utterance.created_at,
         channel_bias=False,
         consumer="voice",
+        standing=standing_of(speaker) if speaker is not None else None,
     )

@@ -15,6 +15,8 @@
   the messages' own times, so a restart loses none;
 * consent expiry every 15 minutes: sensitive facts a member left unanswered
   for 7 days are dropped (``Memory.consent.expire``);
+* review expiry every 15 minutes: memories no moderator decided within
+  their guild's ``review_expire_days`` are rejected (``Memory.review.expire``);
 * memory upkeep daily at 03:30 in the configured time zone: facts past
   their type's TTL are archived, archived facts past ``purge_after_days``
   are deleted for good and the file rewritten (``Memory.upkeep``);
@@ -31,7 +33,7 @@
 
 Several processes may share one database, each holding some of Discord's
 shards (``memory.config.ownership``). The per-guild jobs (retention,
-episodes, consent expiry, upkeep, consolidation) then run only for the
+episodes, consent and review expiry, upkeep, consolidation) then run only for the
 guilds this process owns. The others must run once across processes
 (MEMORY.md refresh, the journal files and roll-over, action-log pruning,
 re-index): each
@@ -166,6 +168,13 @@ class Jobs:
             **common,
         )
         sched.add_job(
+            self._wrap("review_expiry", self.expire_reviews),
+            IntervalTrigger(minutes=15, start_date=datetime.now(UTC) + timedelta(seconds=30)),
+            id="review_expiry",
+            name="review queue expiry",
+            **common,
+        )
+        sched.add_job(
             self._wrap("consolidation", self.consolidate),
             CronTrigger(hour=4, minute=0, timezone=self.timezone),
             id="consolidation",
@@ -291,6 +300,9 @@ class Jobs:
 
     async def expire_consent(self) -> None:
         await self.memory.consent.expire(self.owned)
+
+    async def expire_reviews(self) -> None:
+        await self.memory.review.expire(self.owned)
 
     async def memory_upkeep(self) -> None:
         await self.memory.upkeep.run_daily(self.owned)

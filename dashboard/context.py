@@ -92,6 +92,7 @@ async def guild_rows(mem: Memory) -> list[dict[str, Any]]:
     (the pending texts are the members' own, never shown here)."""
     rows = []
     consent = await mem.consent.counts()
+    review = await mem.review.counts()
     for g in await mem.guilds.overview():
         pending = consent.get(str(g["guild_id"]), {})
         rows.append(
@@ -100,6 +101,7 @@ async def guild_rows(mem: Memory) -> list[dict[str, Any]]:
                 "label": guild_label(g),
                 "consent_pending": sum(pending.values()),
                 "consent_by_category": dict(sorted(pending.items())),
+                "review_pending": review.get(str(g["guild_id"]), 0),
             }
         )
     return rows
@@ -413,11 +415,13 @@ def _shown(value: Any) -> Any:
 def check_setting(key: str, value: str | None) -> str | None:
     """The engine's validation, plus: channel ids must be Discord ids."""
     checked = parse_guild_setting(key, value)
-    if checked is not None and GUILD_SETTINGS_BY_KEY[key].kind == "ids":
+    kind = GUILD_SETTINGS_BY_KEY[key].kind
+    if checked is not None and kind in ("ids", "roles", "channel"):
         bad = [v for v in checked.split(",") if not params.is_snowflake(v)]
         if bad:
+            what = "role" if kind == "roles" else "channel"
             raise InvalidInput(
-                f"{key}: not Discord channel ids: {', '.join(b[:30] for b in bad[:3])}"
+                f"{key}: not Discord {what} ids: {', '.join(b[:30] for b in bad[:3])}"
             )
     return checked
 

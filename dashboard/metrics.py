@@ -82,6 +82,11 @@ _COUNTERS: dict[str, tuple[str, str, str]] = {
         "counter",
         "Candidates the guards refused.",
     ),
+    "review_queued": (
+        "review_queued_total",
+        "counter",
+        "Memories the write path held for a moderator (review_policy).",
+    ),
     "journal_errors": ("journal_errors_total", "counter", "Journal write failures."),
     "ingest_retries_scheduled": (
         "ingest_retries_scheduled_total",

@@ -30,6 +30,7 @@ NAV: tuple[tuple[str, str, str], ...] = (
     ("overview", "Overview", "/"),
     ("search", "Search", "/search"),
     ("facts", "Facts", "/facts"),
+    ("review", "Review", "/review"),
     ("consolidation", "Consolidation", "/consolidation"),
     ("snapshot", "Snapshot", "/snapshot"),
     ("journal", "Journal", "/journal"),

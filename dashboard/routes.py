@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import api, budgets, pages
+from . import api, budgets, pages, review
 from .render import static_dir
 
 FACT_ID = r"{fact_id:[0-9]{1,18}}"
 GUILD_ID = r"{guild_id:[0-9]{1,20}}"
 USER_ID = r"{user_id:[0-9]{1,20}|__lore__}"
 DAY = r"{day:[0-9]{4}-[0-9]{2}-[0-9]{2}}"
+ITEM_ID = r"{item_id:[0-9]{1,18}}"
 
 ROUTES: tuple[web.RouteDef, ...] = (
     # Pages (each also answers ?format=json with the context it renders)
@@ -27,6 +28,8 @@ ROUTES: tuple[web.RouteDef, ...] = (
         pages.consolidation_undo,
         name="consolidation-undo",
     ),
+    web.get("/review", review.review_page, name="review"),
+    web.post(f"/review/{ITEM_ID}", review.review_post, name="review-decide"),
     web.get("/snapshot", pages.snapshot_page, name="snapshot"),
     web.post("/snapshot/refresh", pages.snapshot_refresh, name="snapshot-refresh"),
     web.get("/journal", pages.journal_index, name="journal"),
@@ -65,6 +68,8 @@ ROUTES: tuple[web.RouteDef, ...] = (
     ),
     web.get("/api/settings", api.get_settings, name="api-settings"),
     web.patch("/api/settings", api.patch_settings, name="api-settings-patch"),
+    web.get("/api/review", review.api_list, name="api-review"),
+    web.post(f"/api/review/{ITEM_ID}", review.api_decide, name="api-review-decide"),
     web.get("/api/csrf", api.csrf, name="api-csrf"),
     web.get("/metrics", api.metrics, name="metrics"),
 )

@@ -83,9 +83,12 @@ from memory.reply.conversation import ReplyRequest, ReplyResult, compose_reply
 from memory.reply.record import record_reply_context
 from memory.reply.window import record_bot_reply
 from memory.retrieval.gate_calibration import load_calibration_file
+from memory.review_policy import Queued, ReviewItem, Standing, may_decide
 from memory.roles.catch_up import GuildCatchUp
 from memory.roles.consolidation.llm import PairChecker
 from memory.roles.members import MemberFact, MemberRecord, NotYours
+from memory.roles.review.decisions import ReviewClosed, ReviewResult
+from memory.roles.review.role import ReviewCard
 from memory.store.copy_db import CopyReport, copy_sqlite_to_postgres
 from memory.store.retention import RetentionTimer
 from memory.throttle import Throttle
@@ -132,6 +135,13 @@ __all__ = [
     "PairChecker",
     "Procedure",
     "PendingFact",
+    "Queued",
+    "ReviewCard",
+    "ReviewClosed",
+    "ReviewItem",
+    "ReviewResult",
+    "Standing",
+    "may_decide",
     "ReplyRequest",
     "ReplyResult",
     "RetrievalConfig",

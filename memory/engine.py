@@ -7,8 +7,9 @@ one object per concern (memory/roles/): ``lore`` (lore lines), ``facts``,
 ``traces``, ``guilds``, ``procedures``, ``admin``, ``members`` (a member's own
 view and corrections), ``lifecycle`` (Discord's deletes and edits),
 ``retention`` (leave policies, guild purge), ``consent`` (sensitive facts
-waiting for a member's answer), ``pins`` (pinned messages as canon lore) and
-``catch_up`` (what Discord holds that the process missed while away);
+waiting for a member's answer), ``review`` (memories waiting for a
+moderator), ``pins`` (pinned messages as canon lore) and ``catch_up`` (what
+Discord holds that the process missed while away);
 besides them ``sessions`` (dashboard logins), ``inbox`` (the durable
 inbox: unfinished and failed messages) and ``replay`` (what the inbox holds
 unfinished, back into the queue).
@@ -40,6 +41,7 @@ from memory.ingest.llm_decision import LLMDecider
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
 from memory.ingest.replay import Replay
+from memory.ingest.review_gate import ReviewGate
 from memory.journal import Journal, JournalDay, JournalEntry
 from memory.models import (
     ForgetReport,
@@ -66,6 +68,7 @@ from memory.roles.members import MemberData
 from memory.roles.pins import PinOps
 from memory.roles.procedures import ProcedureOps
 from memory.roles.retention import Retention
+from memory.roles.review.role import ReviewOps
 from memory.roles.traces import TraceOps
 from memory.roles.upkeep import MemoryUpkeep
 from memory.sessions import OperatorSessions
@@ -117,6 +120,7 @@ class Memory:
         self.snapshot = SnapshotRefresher(self._snapshot_file.write, config.snapshot.debounce_s)
         self.compactor = ErasureCompactor(self.db, config.compaction_delay_s)
         gate = SensitiveGate(classifier_for(extractor))
+        review_gate = ReviewGate()
         self.pipeline = BatchProcessor(
             db=self.db,
             journal=self.journals.appender,
@@ -128,6 +132,7 @@ class Memory:
             on_memory_changed=self.snapshot.request,
             gate=gate,
             decider=decider,
+            review=review_gate,
         )
         self.inbox = Inbox(self.db, config.ingest, clock)
         self.queue = IngestQueue(config.ingest, inbox=self.inbox, process=self.pipeline)
@@ -151,6 +156,15 @@ class Memory:
         )
         self.pins = PinOps(
             self.db, self.embeddings, self.snapshot, self.guilds.settings_cache, clock
+        )
+        self.review = ReviewOps(
+            self.db,
+            self.embeddings,
+            self.snapshot,
+            self.guilds.settings_cache,
+            review_gate,
+            config.ingest,
+            clock,
         )
         self.admin = AdminOps(
             db=self.db,

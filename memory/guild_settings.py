@@ -23,15 +23,19 @@ KEEP = "keep"
 RETENTION_MAX_DAYS = 3650
 _RETENTION = re.compile(r"^(?P<action>[a-z]+)\s*:\s*(?P<days>\d{1,5})\s*d?$")
 # What happens to an extracted fact about a member in a special category
-# (health, religion, …): ask the member first, never keep it, or keep it.
-SENSITIVE_MODES = ("ask", "never", "store")
+# (health, religion, …): ask the member first, never keep it, keep it, or
+# let a moderator decide (the review queue; "ask" while review is off).
+SENSITIVE_MODES = ("ask", "never", "store", "review")
+# Which new memories wait for a moderator: none, the flagged ones, all.
+REVIEW_POLICIES = ("off", "flagged", "all")
 
 
 @dataclass(frozen=True)
 class SettingSpec:
     key: str
     kind: str  # "bool" | "choice" | "text" | "ids" | "types" | "retention" (choices: the action)
-    # | "int" (limits: the smallest and largest value)
+    # | "int" (limits: the smallest and largest value) | "channel" (one channel id)
+    # | "roles" (role ids)
     default: Any
     help: str
     choices: tuple[str, ...] = ()
@@ -118,7 +122,9 @@ GUILD_SETTINGS: tuple[SettingSpec, ...] = (
         "ask",
         "Facts about a member's health, sexuality, religion, politics, ethnicity, finances, "
         "legal matters, address, contact details or age: ask the member first (kept 7 days "
-        "for their answer), never keep them, or store them like any fact.",
+        "for their answer), never keep them, store them like any fact, or review: a "
+        "moderator decides in the review queue and sees the text (ask while review_policy "
+        "is off).",
         SENSITIVE_MODES,
     ),
     SettingSpec(
@@ -187,7 +193,62 @@ BUDGET_SETTINGS: tuple[SettingSpec, ...] = (
         limits=(0, INT_MAX),
     ),
 )
-GUILD_SETTINGS = GUILD_SETTINGS + BUDGET_SETTINGS
+# The moderators' review queue (memory/roles/review.py): off by default, so
+# nothing changes for a guild that does not ask for it.
+REVIEW_SETTINGS: tuple[SettingSpec, ...] = (
+    SettingSpec(
+        "review_policy",
+        "choice",
+        "off",
+        "Which new memories wait for a moderator before any reply, search or MEMORY.md "
+        "uses them: off, flagged (low confidence, near-misses of the safety checks, "
+        "contradictions of pinned facts or canon, corrections of someone else's fact, "
+        "lore from members below review_lore_roles or review_lore_min_account_days, "
+        "sensitive facts under sensitive_facts = review) or all.",
+        REVIEW_POLICIES,
+    ),
+    SettingSpec(
+        "review_channel",
+        "channel",
+        None,
+        "Channel id where each waiting memory is posted with Approve, Reject, Edit and "
+        "Merge buttons; keep it to moderators (blank: the dashboard's review page only).",
+    ),
+    SettingSpec(
+        "review_moderator_roles",
+        "roles",
+        (),
+        "Role ids whose members may decide review items, besides Manage Server.",
+    ),
+    SettingSpec(
+        "review_min_confidence",
+        "int",
+        50,
+        "Flag a fact the extractor is less sure of than this many percent.",
+        limits=(0, 100),
+    ),
+    SettingSpec(
+        "review_lore_roles",
+        "roles",
+        (),
+        "Flag lore from members who have none of these role ids (blank: no role needed).",
+    ),
+    SettingSpec(
+        "review_lore_min_account_days",
+        "int",
+        0,
+        "Flag lore from Discord accounts younger than this many days (0: no check).",
+        limits=(0, 3650),
+    ),
+    SettingSpec(
+        "review_expire_days",
+        "int",
+        7,
+        "Days an item waits for a decision; then it is rejected: not stored, its text deleted.",
+        limits=(1, 90),
+    ),
+)
+GUILD_SETTINGS = GUILD_SETTINGS + BUDGET_SETTINGS + REVIEW_SETTINGS
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
 
 
@@ -219,6 +280,21 @@ class GuildSettings:
     ttl_days_episode: int | None = None
     ttl_days_other: int | None = None
     purge_after_days: int | None = None
+    review_policy: str = "off"
+    review_channel: str | None = None
+    review_moderator_roles: frozenset[str] = frozenset()
+    review_min_confidence: int = 50
+    review_lore_roles: frozenset[str] = frozenset()
+    review_lore_min_account_days: int = 0
+    review_expire_days: int = 7
+
+    @property
+    def sensitive_mode(self) -> str:
+        """``sensitive_facts`` as it applies: moderators can only decide
+        while the review queue is on; until then the member is asked."""
+        if self.sensitive_facts == "review" and self.review_policy == "off":
+            return "ask"
+        return self.sensitive_facts
 
     def number(self, key: str, default: int | None = None) -> int:
         """An int setting: the guild's value, else ``default``, else the declared one."""
@@ -293,12 +369,17 @@ def parse_guild_setting(key: str, raw: str | None) -> str | None:
         if not lo <= number <= hi:
             raise InvalidInput(f"{key} must be between {lo} and {hi}")
         return str(number)
-    if spec.kind == "ids":
+    if spec.kind in ("ids", "roles"):
         ids = [v.strip() for v in value.replace("\n", ",").split(",") if v.strip()]
         bad = [v for v in ids if not ID_RE.match(v)]
+        what = "role" if spec.kind == "roles" else "channel"
         if bad:
-            raise InvalidInput(f"{key}: not channel ids: {', '.join(b[:30] for b in bad[:3])}")
+            raise InvalidInput(f"{key}: not {what} ids: {', '.join(b[:30] for b in bad[:3])}")
         return ",".join(sorted(set(ids)))
+    if spec.kind == "channel":
+        if not ID_RE.match(value):
+            raise InvalidInput(f"{key}: not a channel id: {value[:30]}")
+        return value
     if spec.kind == "types":
         # "none" is an empty list: the consumer gets no facts of any type.
         if value.lower() == "none":
@@ -341,6 +422,9 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
         lo, hi = spec.limits
         return min(max(value, lo), hi)
 
+    def ids(key: str) -> frozenset[str]:
+        return frozenset(v for v in (stored.get(key) or "").split(",") if v)
+
     mode = stored.get("reply_mode", "mention_or_reply")
     return GuildSettings(
         memory_enabled=flag("memory_enabled", True),
@@ -369,6 +453,15 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
         },
         episode_idle_minutes=number("episode_idle_minutes"),
         episode_min_messages=number("episode_min_messages"),
+        review_policy=(
+            stored["review_policy"] if stored.get("review_policy") in REVIEW_POLICIES else "off"
+        ),
+        review_channel=stored.get("review_channel") or None,
+        review_moderator_roles=ids("review_moderator_roles"),
+        review_min_confidence=number("review_min_confidence"),
+        review_lore_roles=ids("review_lore_roles"),
+        review_lore_min_account_days=number("review_lore_min_account_days"),
+        review_expire_days=number("review_expire_days"),
     )
 
 

@@ -25,6 +25,7 @@ LONG_MODULES: dict[str, str] = {
     "memory/ingest/pipeline.py": "one batch of queued messages, from cleaning to the snapshot",
     "memory/embed/service.py": "background embedding: the queue of ids, models, re-index",
     "bot/settings_schema.py": "the settings declaration: every setting, its default and help",
+    "memory/guild_settings.py": "per-guild settings: declared, parsed, resolved, cached",
 }
 # The engine's working parts: callers outside memory/ ask the facade instead.
 ENGINE_PARTS = frozenset(

@@ -108,10 +108,30 @@ async def correct_answer(
             str(guild.id), str(member.id), fact_id, text, visible_channel_ids(guild, member)
         )
     except NotYours:
-        return Answer("You can only correct facts about yourself.")
+        return await propose_correction(memory, guild, member, fact_id, text)
     except InvalidInput as exc:
         return Answer(f"Not changed: {exc}")
     return Answer(f"Corrected. I now remember: {changed.fact}")
+
+
+async def propose_correction(
+    memory: Memory, guild: discord.Guild, member: discord.Member, fact_id: int, text: str
+) -> Answer:
+    """Someone else's fact (or lore): with the review queue on, the member's
+    text waits for a moderator; without it, members correct only their own."""
+    gid = str(guild.id)
+    if (await memory.guilds.settings(gid)).review_policy == "off":
+        return Answer("You can only correct facts about yourself.")
+    try:
+        queued = await memory.review.propose_correction(
+            gid, str(member.id), fact_id, text, visible_channel_ids(guild, member)
+        )
+    except InvalidInput as exc:
+        return Answer(f"Not sent to the moderators: {exc}")
+    return Answer(
+        "That fact is not about you, so the moderators decide: I sent them your "
+        f"correction ({queued.fact}). Until one of them approves it, I keep what I had."
+    )
 
 
 async def forget_fact_answer(

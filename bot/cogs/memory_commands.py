@@ -28,7 +28,7 @@ from bot.cogs.answers import (
     send_answer,
 )
 from bot.cogs.procedures import add_procedure, list_procedures, remove_procedure
-from bot.convert import visible_channel_ids
+from bot.convert import standing_of, visible_channel_ids
 from memory import (
     DEFAULT_SEARCH_SCOPE,
     GUILD_SETTINGS,
@@ -37,6 +37,7 @@ from memory import (
     Hit,
     InvalidInput,
     Memory,
+    Queued,
     Trace,
     parse_iso,
 )
@@ -138,11 +139,17 @@ async def remember_lore(
         source_text=text,
         channel_id=str(channel.id),
         actor=f"user:{member.id}",
+        standing=standing_of(member),
     )
     if remembered is None:
         return Answer(
             "I can't store that as server lore: it must be at least 4 characters and "
             "can't look like an instruction or contain secrets."
+        )
+    if isinstance(remembered, Queued):
+        return Answer(
+            f"Sent to the moderators for review: {remembered.fact} "
+            "It becomes server lore once one of them approves it."
         )
     return Answer(f"Noted as server lore: {remembered.fact.fact}", ephemeral=False)
 

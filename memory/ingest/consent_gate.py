@@ -1,6 +1,7 @@
 """The pipeline's gate for sensitive facts: a candidate fact about a member
 in a special category (``memory.extract.sensitivity``) is stored, queued for
-the member's consent or dropped, as the guild's ``sensitive_facts`` says.
+the member's consent, dropped, or sent to the moderators' review queue
+(``memory.ingest.review_gate``), as the guild's ``sensitive_facts`` says.
 
 With the LLM classifier, labels are computed once per batch, before its
 write transactions (the label call is I/O and must not run inside one), only
@@ -27,7 +28,7 @@ from memory.text import compact
 
 CONSENT_DAYS = 7
 
-Route = Literal["store", "queued", "dropped"]
+Route = Literal["store", "queued", "dropped", "review"]
 
 
 @dataclass
@@ -76,14 +77,22 @@ class SensitiveGate:
         cats = await self.classifier.classify(list(accepted.values()))
         return BatchLabels(mode, dict(zip(accepted, cats, strict=True)))
 
+    @staticmethod
+    def category(batch: BatchLabels, cand: Candidate) -> str | None:
+        """The special category of an accepted candidate, or None."""
+        key = compact(cand.fact)
+        return batch.labels[key] if key in batch.labels else classify_text(_text(cand))
+
     def route(
         self, con: Connection, batch: BatchLabels, cand: Candidate, msg: IncomingMessage, now: str
     ) -> Route:
-        """Where an accepted candidate goes; a queued one is in the queue now."""
-        key = compact(cand.fact)
-        category = batch.labels[key] if key in batch.labels else classify_text(_text(cand))
+        """Where an accepted candidate goes; a queued one is in the queue now;
+        ``review``: to the review gate, with its ``category``."""
+        category = self.category(batch, cand)
         if category is None:
             return "store"
+        if batch.mode == "review":
+            return "review"
         if batch.mode == "store":
             self.stats.stored += 1
             return "store"

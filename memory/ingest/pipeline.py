@@ -3,8 +3,10 @@
 clean → extract (one call per batch, the guild's ``extract_model``) → guards
 → the write decision (an LLM call per batch, ``memory.ingest.llm_decision``,
 else and for what it leaves undecided the offline rules) → journal lines and
-one short write transaction per message (decisions applied with history,
-archive beyond the limits, mark done) → embeddings and a snapshot refresh.
+one short write transaction per message (decisions applied with history —
+or, for a candidate the guild's ``review_policy`` holds, an item in the
+moderators' review queue instead — archive beyond the limits, mark done) →
+embeddings and a snapshot refresh.
 
 A failed extraction call leaves its messages waiting for a retry
 (``memory.ingest.retry``); a message whose own data breaks its journal line
@@ -36,13 +38,14 @@ from memory.embed.service import EmbeddingService
 from memory.errors import ExtractionError
 from memory.extract.base import ExtractionItem, Extractor
 from memory.extract.guards import FilterResult, clean_message, filter_candidates
-from memory.guild_settings import GuildSettingsCache
+from memory.guild_settings import GuildSettings, GuildSettingsCache
 from memory.ingest.batch_decision import Planned, WriteDecisions
 from memory.ingest.budgets import BudgetKeeper
 from memory.ingest.consent_gate import BatchLabels, Route, SensitiveGate
 from memory.ingest.jobs import Job, extraction_done, wait_written
 from memory.ingest.llm_decision import LLMDecider
 from memory.ingest.retry import RetryPolicy, quarantine
+from memory.ingest.review_gate import ReviewGate
 from memory.ingest.stats import PipelineStats
 from memory.journal import EDITED, Journal
 from memory.models import Candidate, Fact
@@ -73,6 +76,7 @@ class _Prepared:
     guarded: FilterResult | None = None  # the candidates the guards let through
     # The LLM's answer for each accepted candidate (None: no LLM decided).
     planned: tuple[Planned, ...] | None = None
+    settings: GuildSettings = field(default_factory=GuildSettings)  # the guild's
 
 
 class BatchProcessor:
@@ -89,6 +93,7 @@ class BatchProcessor:
         on_memory_changed: Callable[[], None],
         gate: SensitiveGate,
         decider: LLMDecider | None = None,
+        review: ReviewGate | None = None,
     ) -> None:
         """``decider``: the LLM write decision; None derives it from an LLM
         extractor (same endpoint and model) when ``cfg.llm_decision``."""
@@ -103,6 +108,7 @@ class BatchProcessor:
         self.settings = settings
         self.on_memory_changed = on_memory_changed
         self.gate = gate
+        self.review = review or ReviewGate()
         self.retry = RetryPolicy.from_config(cfg)
         self._per_model: dict[str, Extractor] = {}
         self.stats = PipelineStats()
@@ -140,7 +146,8 @@ class BatchProcessor:
             )
         ]
         sensitive = await self._labels(prepared)
-        prepared = [replace(p, sensitive=sensitive) for p in prepared]
+        settings = await self.settings.get(guild_id) if guild_id else GuildSettings()
+        prepared = [replace(p, sensitive=sensitive, settings=settings) for p in prepared]
         changed: list[Fact] = []
         async for group in self._in_turn(jobs, prepared):
             changed.extend(await self._commit(group))
@@ -148,6 +155,7 @@ class BatchProcessor:
             await self.db.write(self._log_decisions, jobs[0].msg.guild_id, tally, iso(self.clock()))
         if changed:
             self.embeddings.schedule_facts(changed)
+        self.review.announce()
         self.embeddings.schedule_messages([(j.msg.id, j.msg.guild_id or "") for j in jobs])
         self.on_memory_changed()
 
@@ -324,7 +332,7 @@ class BatchProcessor:
         gid = prepared[0].job.msg.guild_id if prepared else None
         if not gid or not any(p.candidates for p in prepared):
             return BatchLabels()
-        mode = (await self.settings.get(gid)).sensitive_facts
+        mode = (await self.settings.get(gid)).sensitive_mode
         items = [(p.candidates, p.cleaned, p.job.msg.author_name) for p in prepared]
         return await self.gate.label(mode, items)
 
@@ -422,7 +430,7 @@ class BatchProcessor:
         routes: list[Route] = []
         for n, cand in enumerate(result.accepted):
             routes.append(self.gate.route(con, p.sensitive, cand, m, now))
-            if routes[-1] != "store":
+            if routes[-1] not in ("store", "review"):
                 continue
             new = fact_decision.NewFact(
                 guild_id=m.guild_id or "",
@@ -439,6 +447,13 @@ class BatchProcessor:
             decision, text = self.decisions.decide(con, new, m.author_name, plan, now)
             if text is not None:
                 new = replace(new, fact=text)
+            held = self.review.consider(
+                con, p.settings, new, decision, kind="fact", author_id=m.author_id, now=now,
+                message=p.cleaned, author_name=m.author_name,
+                sensitive=self.gate.category(p.sensitive, cand) if routes[-1] == "review" else None,
+            )  # fmt: skip
+            if held is not None:
+                continue
             actor = f"extractor:{cand.source}" if cand.source else "extractor"  # its rule
             applied = fact_decision.apply_decision(con, new, decision, now=now, actor=actor)
             decisions.append(decision.kind)

@@ -50,6 +50,7 @@ from memory.reply.window import (
     WindowTurn,
     recent_window,
 )
+from memory.review_policy import Queued, Standing
 from memory.roles.procedures import render_procedures
 
 log = logging.getLogger(__name__)
@@ -190,6 +191,9 @@ class ReplyRequest:
     parent_channel_id: str | None = None
     channel_bias: bool = True
     consumer: str = "replies"
+    # The author's roles and account age: a lore line the model writes from
+    # their message is theirs for the review policy.
+    standing: Standing | None = None
 
 
 @dataclass(frozen=True)
@@ -373,9 +377,13 @@ async def compose_reply(
             source_text=r.text,
             channel_id=r.channel_id,
             source_message_id=r.message_id,
+            author_id=r.author_id,
+            standing=r.standing,
         )
         if remembered is None:
             log.info("memoryLine refused by the guards: %r", line[:80])
+        elif isinstance(remembered, Queued):
+            log.info("memoryLine waits for review as item %d", remembered.item_id)
         else:
             stored.append(remembered)
     return ReplyResult(

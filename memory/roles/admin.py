@@ -198,6 +198,7 @@ class AdminOps:
             "sensitive_queued": consent.queued,
             "sensitive_dropped": consent.dropped,
             "sensitive_stored": consent.stored,
+            "review_queued": self._pipeline.review.stats.queued,
             "journal_errors": p.journal_errors,
             "ingest_retries_scheduled": p.retries_scheduled,
             "ingest_failed": p.messages_failed,

@@ -1,7 +1,8 @@
 """``Memory.lore``: server lore lines (a model's ``memoryLine``, ``/memory
 remember``), grounded in the text they came from and written through the same
 write decision as extracted facts: a paraphrase of known lore is a noop that
-gains the source, a contradiction supersedes."""
+gains the source, a contradiction supersedes. A line the guild's
+``review_policy`` holds waits in the moderators' review queue instead."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from memory.extract.base import Extractor
 from memory.extract.guards import normalise_lore_line
 from memory.ingest.pipeline import BatchProcessor
 from memory.models import LORE_SUBJECT, Remembered
+from memory.review_policy import Queued, Standing
 from memory.snapshot import SnapshotRefresher
 from memory.store import ops as store_ops
 from memory.store.fact_decision import NewFact, apply_decision
@@ -53,14 +55,22 @@ class LoreOps:
         channel_id: str | None = None,
         source_message_id: str | None = None,
         actor: str = "lore",
-    ) -> Remembered | None:
+        author_id: str | None = None,
+        standing: Standing | None = None,
+    ) -> Remembered | Queued | None:
         """Store a lore line grounded in ``source_text`` through the write
         decision, with what it did ("add", "noop": already known, the fact
-        gets the source; "update", "supersede"). None when the line fails the
-        guards."""
+        gets the source; "update", "supersede"); ``Queued`` when it waits for
+        a moderator instead. None when the line fails the guards.
+        ``author_id`` (else the ``user:`` actor's id) and ``standing``: the
+        member whose words it is, for the review policy."""
         text = normalise_lore_line(line, source_text)
         if text is None:
             return None
+        if author_id is None and actor.startswith("user:"):
+            author_id = actor.removeprefix("user:")
+        settings = await self._pipeline.settings.get(guild_id)
+        review = self._pipeline.review
         now = iso(self._clock())
         new = NewFact(
             guild_id,
@@ -76,15 +86,20 @@ class LoreOps:
         decisions = self._pipeline.decisions
         planned = await decisions.plan_one(guild_id, new.fact, now, self._extractor, actions)
 
-        def work(con: Connection) -> Remembered:
+        def work(con: Connection) -> Remembered | Queued:
             for a in actions:
                 store_ops.log_action(
                     con, a["kind"], a["message"], now, guild_id=guild_id, detail=a["detail"]
                 )
             decision, better = decisions.decide(con, new, "", planned, now)
-            applied = apply_decision(
-                con, replace(new, fact=better or new.fact), decision, now=now, actor=actor
-            )
+            line = replace(new, fact=better or new.fact)
+            held = review.consider(
+                con, settings, line, decision, kind="lore", author_id=author_id, now=now,
+                standing=standing,
+            )  # fmt: skip
+            if held is not None:
+                return held
+            applied = apply_decision(con, line, decision, now=now, actor=actor)
             self._pipeline.budgets.after_write(con, guild_id, LORE_SUBJECT, now)
             fact = applied.fact
             store_ops.log_action(
@@ -105,7 +120,10 @@ class LoreOps:
             self._pipeline.stats.count_decision(decision.kind)
             return Remembered(fact, decision.kind)
 
-        remembered = await self._db.write(work)
+        remembered: Remembered | Queued = await self._db.write(work)
+        if isinstance(remembered, Queued):
+            review.announce()
+            return remembered
         self._embeddings.schedule_facts([remembered.fact])
         self._snapshot.request()
         return remembered

@@ -18,6 +18,7 @@ from memory.store.fact_time import message_time, observe
 from memory.store.fts import FtsQuery, best_ranked
 from memory.store.messages import erase_messages
 from memory.store.reply_context import erase_refs, fact_refs
+from memory.store.review import forget_member as forget_review_items
 from memory.store.vectors import (
     delete_fact_vectors_index,
     index_fact_vector_if_present,
@@ -408,7 +409,8 @@ class ForgetCounts:
 
 def forget_user(con: Connection, guild_id: str, user_id: str, actor: str, now: str) -> ForgetCounts:
     """Erase a member from one guild: facts about them, lore they caused, their
-    messages, vectors, FTS rows (via triggers), traces and history content."""
+    messages, vectors, FTS rows (via triggers), traces, history content and
+    their memories waiting for review."""
     msg_rows = con.execute(
         "SELECT seq, id FROM messages WHERE guild_id = ? AND author_id = ?", (guild_id, user_id)
     ).fetchall()
@@ -448,6 +450,9 @@ def forget_user(con: Connection, guild_id: str, user_id: str, actor: str, now: s
         con.execute(f"DELETE FROM fact_history WHERE fact_id IN ({held})", chunk)
         con.execute(f"DELETE FROM memory_facts WHERE id IN ({held})", chunk)
     erase_refs(con, guild_id, [*fact_refs(fact_ids), f"u:{user_id}"])
+    # Before their messages: their review items are withdrawn as forgotten,
+    # not as items whose message was deleted.
+    forget_review_items(con, guild_id, user_id)
     traces += erase_messages(con, guild_id, msg_ids, [int(r["seq"]) for r in msg_rows])
     forget_replies_to(con, guild_id, user_id)
     con.execute("DELETE FROM action_log WHERE guild_id = ? AND subject = ?", (guild_id, user_id))

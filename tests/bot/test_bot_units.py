@@ -42,6 +42,7 @@ async def test_jobs_schedule_run_and_stop(make_memory: Any, tmp_path: Any) -> No
         "action_log_prune",
         "retention",
         "consent_expiry",
+        "review_expiry",
         "memory_upkeep",
         "episodes",
         "consolidation",

@@ -16,7 +16,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from memory.db.postgres.schema import p001_baseline, p002_bm25, p004_token_chars
+from memory.db.postgres.schema import (
+    p001_baseline,
+    p002_bm25,
+    p004_token_chars,
+    p007_review_queue,
+)
 from memory.db.sqlite.schema import m018_job_leases, m019_journal_days, m020_budget_order
 from memory.errors import MigrationError
 
@@ -32,6 +37,7 @@ PG_MIGRATIONS: list[Migration] = [
     ("p004_token_chars", p004_token_chars.apply),
     ("p005_journal_days", m019_journal_days.apply),
     ("p006_budget_order", m020_budget_order.apply),
+    ("p007_review_queue", p007_review_queue.apply),
 ]
 
 # pg_advisory_xact_lock key held by every migration transaction ("guildlor").

@@ -35,6 +35,7 @@ from memory.db.sqlite.schema import (
     m018_job_leases,
     m019_journal_days,
     m020_budget_order,
+    m021_review_queue,
 )
 from memory.errors import MigrationError
 
@@ -64,6 +65,7 @@ MIGRATIONS: list[Migration] = [
     ("m018_job_leases", m018_job_leases.apply),
     ("m019_journal_days", m019_journal_days.apply),
     ("m020_budget_order", m020_budget_order.apply),
+    ("m021_review_queue", m021_review_queue.apply),
 ]
 
 

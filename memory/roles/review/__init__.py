@@ -1,0 +1,1 @@
+"""review: the moderators' review queue."""
