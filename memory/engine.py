@@ -69,11 +69,11 @@ from memory.roles.pins import PinOps
 from memory.roles.procedures import ProcedureOps
 from memory.roles.retention import Retention
 from memory.roles.review.role import ReviewOps
+from memory.roles.snapshot_file import SNAPSHOT_NAME, SnapshotFile
 from memory.roles.traces import TraceOps
 from memory.roles.upkeep import MemoryUpkeep
 from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
-from memory.snapshot_file import SNAPSHOT_NAME, SnapshotFile
 from memory.store import facts as store
 from memory.store import lifecycle_events as store_events
 from memory.store import messages as store_messages

@@ -17,8 +17,8 @@ from memory.retrieval.vector_index import GuildMatrix, VectorCacheConfig
 from memory.store.relations import MAX_LINKS, links_of, neighbours
 from memory.store.vectors import stored_vectors
 from tests.helpers import ALICE, GUILD
-from tests.test_relations import CLOSE, FAR, edges, lore
-from tests.test_retrieval import insert_facts
+from tests.retrieval.test_relations import CLOSE, FAR, edges, lore
+from tests.retrieval.test_retrieval import insert_facts
 
 
 def _clustered(n: int, dims: int, centres: int, seed: int) -> np.ndarray:

@@ -11,9 +11,9 @@ from aiohttp.test_utils import TestServer
 
 from dashboard.app import DashboardConfig, create_app
 from dashboard.server import runner_options
+from tests.dashboard.http import Client, assert_error, csrf_header, form_token
 from tests.helpers import ALICE, BOB, GUILD
 from tests.review_data import ReviewSeed, lore_facts, seed_review
-from tests.test_dashboard_api import Client, assert_error, csrf_header, form_token
 
 
 @pytest.fixture

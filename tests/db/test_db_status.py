@@ -24,7 +24,7 @@ from memory.db.status import DbStatus
 from memory.engine import Memory
 from memory.errors import DatabaseUnavailable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 120.0
 
 

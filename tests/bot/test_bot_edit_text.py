@@ -13,9 +13,9 @@ import pytest_asyncio
 from discord.ext.test import factories as dfacts
 
 from memory.clock import iso
+from tests.bot.test_bot import Harness, open_harness
+from tests.bot.test_bot_lifecycle import gateway
 from tests.fakeopenai import FakeOpenAI
-from tests.test_bot import Harness, open_harness
-from tests.test_bot_lifecycle import gateway
 
 
 @pytest_asyncio.fixture

@@ -14,9 +14,9 @@ import pytest
 
 from dashboard.config import DashboardConfig
 from dashboard.server import bound_port, start_dashboard
+from tests.dashboard.test_browser import Watched, browser, web  # noqa: F401 (fixtures)
 from tests.helpers import ALICE, BOB, GUILD
 from tests.review_data import ReviewSeed, lore_facts, seed_review
-from tests.test_browser import Watched, browser, web  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser]
 

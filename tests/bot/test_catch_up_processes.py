@@ -40,7 +40,7 @@ from tests.fakegateway import FakeDiscord, FakeGuild
 from tests.fakeopenai import FakeOpenAI, echo_facts_reply
 from tests.helpers import eventually, every_cell_text, inspect_db, table_names
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GUILD = "810000000000000001"  # on shard 0 of 2: (id >> 22) % 2
 CHANNEL_A = "810000000000000010"
 CHANNEL_B = "810000000000000011"

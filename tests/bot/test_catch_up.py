@@ -1,7 +1,7 @@
 """``Memory.catch_up``, the engine's side of reading back what Discord holds:
 where a read starts, what it ingests, and what it may judge deleted or
 edited (only what was read; nothing when the read failed). On both backends;
-the adapter's side, with real processes, is in tests/test_catch_up_processes.py."""
+the adapter's side, with real processes, is in tests/bot/test_catch_up_processes.py."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from bot.cogs.review import NOT_MODERATOR, ReviewQueue
 from bot.jobs import Jobs
 from memory.models import LORE_SUBJECT
 from memory.review_policy import ReviewItem
+from tests.bot.test_bot import Harness, make_harness, open_harness, reply_json
 from tests.conftest import FakeClock
 from tests.fakeopenai import FakeOpenAI
 from tests.helpers import eventually
@@ -35,7 +36,6 @@ from tests.interactions import (
     stop_callbacks,
     submit,
 )
-from tests.test_bot import Harness, make_harness, open_harness, reply_json
 
 
 class Review:

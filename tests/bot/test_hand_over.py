@@ -11,7 +11,7 @@ from typing import Any
 from bot.jobs import Jobs
 from tests.conftest import FakeClock
 from tests.helpers import GUILD, ScriptedExtractor, echo_fact, eventually, msg
-from tests.test_leases import _job, two_processes
+from tests.roles.test_leases import _job, two_processes
 
 RUN_ONCE = ("snapshot", "action_log_prune", "journal_rollover")
 

@@ -12,7 +12,7 @@ import pytest
 
 from memory.store import erase
 from tests.helpers import GUILD, ScriptedExtractor, echo_fact, eventually
-from tests.test_erase_compaction import _on_disk, _stored
+from tests.ingest.test_erase_compaction import _on_disk, _stored
 
 
 async def test_an_erase_during_the_rewrite_gets_a_rewrite_of_its_own(

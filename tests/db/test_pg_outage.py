@@ -40,7 +40,7 @@ from tests.fakegateway import FakeDiscord, FakeGuild
 from tests.fakeopenai import FakeOpenAI, echo_facts_reply
 from tests.helpers import eventually
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GUILD = "1111111111111111111"
 CHANNEL = "700000000000000020"
 ALICE = "444444444444444444"
