@@ -26,6 +26,7 @@ LONG_MODULES: dict[str, str] = {
     "memory/embed/service.py": "background embedding: the queue of ids, models, re-index",
     "bot/settings_schema.py": "the settings declaration: every setting, its default and help",
     "memory/guild_settings.py": "per-guild settings: declared, parsed, resolved, cached",
+    "memory/engine.py": "the Memory facade: it opens, composes and closes the engine's parts",
 }
 # The engine's working parts: callers outside memory/ ask the facade instead.
 ENGINE_PARTS = frozenset(
