@@ -227,7 +227,7 @@ async def test_api_search_as_of(make_memory: Any, clock: Any, aiohttp_client: An
     async def facts(**params: str) -> tuple[int, Any]:
         r = await client.get(
             "/api/memory/search",
-            params={"q": "where does Alice live", "guildId": GUILD, **params},
+            params={"q": "where does Alice live", "guildId": GUILD, "scope": "facts", **params},
         )
         return r.status, await r.json()
 
