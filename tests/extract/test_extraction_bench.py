@@ -15,7 +15,7 @@ from bot.cli import main as cli_main
 from evals import extraction
 from tests.fakeopenai import server_process
 
-CONVERSATION = Path(__file__).parent / "data" / "extraction_conversation.json"
+CONVERSATION = Path(__file__).resolve().parents[1] / "data" / "extraction_conversation.json"
 
 
 def _run(tmp_path: Path, data: Path, *extra: str) -> dict[str, Any]:
