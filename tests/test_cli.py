@@ -96,12 +96,14 @@ def test_search_json_and_scope(data: Path, capsys: pytest.CaptureFixture[str]) -
         "--scope",
         "all",
         "--limit",
-        "5",
+        "20",
         "--json",
     )
     assert code == 0
     doc = json.loads(out)
-    assert doc["guildId"] == GUILD and 0 < len(doc["hits"]) <= 5
+    # the offline rules read many self-descriptions about Greek: facts fill the
+    # first places, messages follow
+    assert doc["guildId"] == GUILD and 0 < len(doc["hits"]) <= 20
     kinds = {h["kind"] for h in doc["hits"]}
     assert kinds <= {"fact", "message"} and "message" in kinds
     for hit in doc["hits"]:
