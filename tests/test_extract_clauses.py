@@ -5,6 +5,8 @@ a negation stays a negation."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from memory.extract.guards import clean_message, filter_candidates
@@ -277,3 +279,20 @@ def test_a_message_cut_at_a_word_boundary_loses_its_stump() -> None:
     assert text[319] == " "  # the cut falls on the space after "years"
     assert (clean_message(text) or "").endswith("three years")
     assert facts(text, "Ana") == ["Ana loves tea."]
+
+
+async def test_a_stored_fact_names_its_rule_in_its_history(make_memory: Any) -> None:
+    from tests.helpers import GUILD, eventually, msg
+
+    mem = await make_memory()
+    await mem.ingest_message(msg("I do genealogy on weekends."))
+
+    async def stored() -> bool:
+        return bool(await mem.facts.find(GUILD))
+
+    assert await eventually(stored)
+    [fact] = await mem.facts.find(GUILD)
+    assert fact.fact == "Alice does genealogy on weekends."
+    assert fact.evidence_text == "I do genealogy on weekends."
+    [added] = await mem.facts.history(GUILD, fact.id)
+    assert (added.event, added.actor) == ("add", "extractor:rules.clause.aux")
