@@ -98,12 +98,14 @@ def test_search_json_and_scope(data: Path, capsys: pytest.CaptureFixture[str]) -
         "--scope",
         "all",
         "--limit",
-        "5",
+        "20",
         "--json",
     )
     assert code == 0
     doc = json.loads(out)
-    assert doc["guildId"] == GUILD and 0 < len(doc["hits"]) <= 5
+    # the offline rules read many self-descriptions about Greek: facts fill the
+    # first places, messages follow
+    assert doc["guildId"] == GUILD and 0 < len(doc["hits"]) <= 20
     kinds = {h["kind"] for h in doc["hits"]}
     assert kinds <= {"fact", "message"} and "message" in kinds
     for hit in doc["hits"]:
@@ -192,6 +194,8 @@ def test_snapshot_prints_memory_md(data: Path, capsys: pytest.CaptureFixture[str
     code, out, err = _run(capsys, "snapshot", "--data-dir", str(data))
     assert code == 0
     assert out.startswith("# Durable Memory Snapshot")
+    # the snapshot keeps each member's newest facts: the offline rules now
+    # read more of what Dorian says of herself than "is a paleographer"
     assert "Dorian is a Hellenist." in out
     assert "MEMORY.md" in err
     assert (data / "memory_journal" / "MEMORY.md").read_text(encoding="utf-8") == out

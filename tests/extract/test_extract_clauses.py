@@ -5,6 +5,8 @@ a negation stays a negation."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from memory.extract.guards import clean_message, filter_candidates
@@ -263,3 +265,34 @@ def test_every_rule_fact_on_the_real_export_names_its_rule() -> None:
     made = [c for cands in out for c in cands]
     assert all(c.source and c.source.startswith("rules.") for c in made)
     assert all(" you " not in f" {c.fact.lower()} " for c in made)
+
+
+def test_a_message_cut_at_a_word_boundary_loses_its_stump() -> None:
+    """clean_message cuts at 320 characters and strips the space it cut at:
+    the last sentence of a 319-character text is a stump too ("… three
+    years" of "… three years ago") and gives no fact."""
+    head = "I love tea. "
+    stump = "I started painting three years"
+    filler = "Blah blah blah. " * ((320 - len(head) - len(stump)) // 16)
+    pad = "x" * (319 - len(head) - len(filler) - len(stump) - 2) + ". "
+    text = head + filler + pad + stump + " ago, and I never stopped."
+    assert text[319] == " "  # the cut falls on the space after "years"
+    assert (clean_message(text) or "").endswith("three years")
+    assert facts(text, "Ana") == ["Ana loves tea."]
+
+
+async def test_a_stored_fact_names_its_rule_in_its_history(make_memory: Any) -> None:
+    from tests.helpers import GUILD, eventually, msg
+
+    mem = await make_memory()
+    await mem.ingest_message(msg("I do genealogy on weekends."))
+
+    async def stored() -> bool:
+        return bool(await mem.facts.find(GUILD))
+
+    assert await eventually(stored)
+    [fact] = await mem.facts.find(GUILD)
+    assert fact.fact == "Alice does genealogy on weekends."
+    assert fact.evidence_text == "I do genealogy on weekends."
+    [added] = await mem.facts.history(GUILD, fact.id)
+    assert (added.event, added.actor) == ("add", "extractor:rules.clause.aux")

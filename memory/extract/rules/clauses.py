@@ -72,7 +72,7 @@ POINTING = re.compile(
     re.IGNORECASE,
 )
 # A moment, not a fact: "I'm opening rawtherapee now".
-_NOW = re.compile(r"\b(?:now|right now|atm|rn|today|tonight|at the moment)\s*$", re.IGNORECASE)
+NOW = re.compile(r"\b(?:now|right now|atm|rn|today|tonight|at the moment)\s*$", re.IGNORECASE)
 # "We went to the beach recently": an outing with a date is the author's too.
 _WHEN = re.compile(
     r"\b(?:yesterday|recently|last (?:week|weekend|night|month|year|summer|\w+day)|"
@@ -382,6 +382,8 @@ def _be_ok(head: list[str], rest: list[str]) -> bool:
     while len(rest) > 1 and rest[0] in w.INTENSIFIERS and rest[1] in w.KEEP_WITH_CONTENT:
         rest = rest[1:]  # "I'm so excited to meet other people in the community"
     first = rest[0]
+    if NOW.search(" ".join(rest)):
+        return False  # "I'm in the middle of doing that right now": a moment
     if "not" in head and first not in ("a", "an", "from", "in"):
         # "I'm not a papyrologist", "I'm not from here" — not "I'm not trying
         # to answer", a moment
@@ -397,7 +399,7 @@ def _be_ok(head: list[str], rest: list[str]) -> bool:
         # wondering", "I'm going to have a go".
         if head[0] == "was" or first in w.TALK_VERBS or first in w.PASSING:
             return first in w.KEEP_WITH_CONTENT and content_words(rest[1:]) >= 2
-        if _NOW.search(" ".join(rest)):
+        if NOW.search(" ".join(rest)):
             return False
         return not (first in ("going", "gonna") and len(rest) > 1 and rest[1] == "to")
     if first in w.KEEP_WITH_CONTENT:

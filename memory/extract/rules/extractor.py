@@ -78,7 +78,9 @@ class RuleExtractor:
         name = author_name(author)
         prepared = prepare(text[:4000])  # the guards cut messages to 320 chars anyway
         sentences = _sentences(prepared)
-        if sentences and len(text) >= self.truncated_at and sentences[-1][-1:].isalnum():
+        # A cut that fell on a space was stripped of it: 319 characters are cut too.
+        cut = len(text) >= self.truncated_at - 1
+        if sentences and cut and sentences[-1][-1:].isalnum():
             # The message was cut mid-sentence (clean_message's limit); a fact from
             # the stump would end mid-word ("passionate about creating a safe, inviti").
             sentences.pop()
