@@ -19,14 +19,22 @@ PACKAGES = ("memory", "bot", "dashboard", "evals")
 FACADE_ONLY = ("bot", "dashboard", "evals")
 # The size alarm: a module past this many lines is listed in LONG_MODULES with
 # the one concept it holds (cut by concept, never by size; never shorten a
-# comment to fit).
+# comment to fit). Modules the old hard cap held just under it are listed too,
+# so they may grow their comments back; a listed module that shrank well below
+# the alarm is dropped from the list.
 MAX_LINES = 500
+LISTED_AT_LEAST = 450
 LONG_MODULES: dict[str, str] = {
     "memory/ingest/pipeline.py": "one batch of queued messages, from cleaning to the snapshot",
     "memory/embed/service.py": "background embedding: the queue of ids, models, re-index",
     "bot/settings_schema.py": "the settings declaration: every setting, its default and help",
     "memory/guild_settings.py": "per-guild settings: declared, parsed, resolved, cached",
     "memory/engine.py": "the Memory facade: it opens, composes and closes the engine's parts",
+    "memory/ingest/queue.py": "the bounded, de-duplicating ingest queue and its workers",
+    "memory/store/facts.py": "the memory_facts table's SQL: write, read, find, archive",
+    "memory/db/sqlite/database.py": "SQLite's Database: writer thread, urgent path, readers, WAL",
+    "memory/importer/reader.py": "reading export files: formats, streaming, positions, skips",
+    "memory/journal.py": "the daily Markdown journal: lines, days, atomic rewrites",
 }
 # The engine's working parts: callers outside memory/ ask the facade instead.
 ENGINE_PARTS = frozenset(
@@ -198,7 +206,7 @@ def test_a_long_module_says_the_one_concept_it_holds() -> None:
         f"past {MAX_LINES} lines: if it holds one concept, list it in LONG_MODULES with that "
         f"concept; if it holds two, give the second its own module: {big}"
     )
-    stale = sorted(name for name in LONG_MODULES if sizes.get(name, 0) <= MAX_LINES)
+    stale = sorted(name for name in LONG_MODULES if sizes.get(name, 0) < LISTED_AT_LEAST)
     assert stale == [], f"no longer long (or gone); drop from LONG_MODULES: {stale}"
 
 
