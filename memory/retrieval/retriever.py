@@ -220,7 +220,8 @@ class Retriever:
                 covering = [h for h in first if h.parts.about in ATTRIBUTING]
             if gate and not calibration.covers(h.parts for h in covering):
                 hits = []  # nothing in memory is about this query (and its members)
-            elif gate:
+            elif gate and plan.positive:
+                # "who here studies Greek?": an answer holds what it asks about.
                 hits = calibration.without_fillers(hits)
             if hits and parts is not None:
                 hits = fuse_parts(hits, await parts, limit, ctx.tuning.part_fusion)

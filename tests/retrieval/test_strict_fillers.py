@@ -53,3 +53,9 @@ async def test_strict_fact_search_answers_who_studies_greek_without_the_husband(
     assert husband and husband[0].parts.passed  # it passes the per-hit gate on its own
     strict = await mem.search(GUILD, "who here studies Greek?", scope="facts")
     assert [h.text for h in strict] == ["Justus is only starting to learn greek letters."]
+    # A question that does not ask who has something keeps the hits that
+    # answer it by meaning alone ("what activities…" → "swimming with the kids").
+    other = await mem.search(GUILD, "Greek studies", scope="facts", gate=False)
+    kept = [h for h in other if "husband" in h.text and h.parts.passed]
+    strict_other = await mem.search(GUILD, "Greek studies", scope="facts")
+    assert kept and {h.id for h in kept} <= {h.id for h in strict_other}
