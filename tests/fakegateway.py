@@ -85,7 +85,10 @@ class FakeGuild:
         """Every channel and thread holding messages."""
         return [*self.channels, *self.threads]
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self, last_ids: dict[str, str] | None = None) -> dict[str, Any]:
+        """GUILD_CREATE's data; ``last_ids``: each channel's last message id
+        (Discord's ``last_message_id``: the newest ever sent there)."""
+        last = last_ids or {}
         return {
             "id": self.id,
             "name": self.name,
@@ -116,6 +119,7 @@ class FakeGuild:
                     "guild_id": self.id,
                     "permission_overwrites": [],
                     "nsfw": False,
+                    "last_message_id": last.get(cid),
                 }
                 for i, cid in enumerate(self.channels)
             ],
@@ -141,7 +145,7 @@ class FakeGuild:
                     "owner_id": OWNER_ID,
                     "type": 11,  # a public thread
                     "name": f"thread-{i}",
-                    "last_message_id": None,
+                    "last_message_id": last.get(tid),
                     "message_count": 0,
                     "member_count": 1,
                     "rate_limit_per_user": 0,
@@ -219,6 +223,7 @@ class FakeDiscord:
         self.messages: dict[str, dict[str, dict[str, Any]]] = {
             c: {} for g in guilds for c in g.places()
         }
+        self.last_ids: dict[str, str] = {}  # channel → the newest message id ever sent there
         self.forbidden: set[str] = set()  # channels whose history is refused (403)
         self.history: list[tuple[str, dict[str, str]]] = []  # (channel, query) per history read
         self._connections: list[_Connection] = []
@@ -321,6 +326,8 @@ class FakeDiscord:
             "flags": 0,
         }
         self._channel(channel_id)[mid] = stored
+        if int(mid) > int(self.last_ids.get(channel_id, "0")):
+            self.last_ids[channel_id] = mid
         if deliver:
             await self.dispatch(guild_id, "MESSAGE_CREATE", self._event(guild_id, stored))
         return mid
@@ -409,7 +416,7 @@ class FakeDiscord:
                 },
             )
             for g in guilds:
-                await conn.dispatch("GUILD_CREATE", g.payload())
+                await conn.dispatch("GUILD_CREATE", g.payload(self.last_ids))
             conn.shard = (shard_id, count)
             await self._notify()
         elif op == RESUME:

@@ -8,8 +8,10 @@ back from an outage. A resumed session (``on_resumed``) gets the missed
 events from Discord itself and reads nothing. Each text channel, voice or
 stage chat and active thread the bot can read is read with discord.py's
 ``history`` (oldest first, 100 messages a request, within its rate limits),
-one channel after another and one guild at a time; ``Memory.catch_up``
-says where to start and judges what comes back (docs/catch-up.md).
+one channel after another and one guild at a time; a channel whose last
+message (``last_message_id``, as Discord reports it) is older than the start
+costs no request. ``Memory.catch_up`` says where to start and judges what
+comes back (docs/catch-up.md).
 """
 
 from __future__ import annotations
@@ -119,6 +121,9 @@ class CatchUp(commands.Cog):
             if run.spent:
                 run.skip(len(channels) - i)
                 break
+            last = getattr(channel, "last_message_id", None)
+            if last is not None and last <= run.after:
+                continue  # nothing sent there since the start (Discord's mark): no request
             await self._read(channel, run)
         await run.finish()
 

@@ -40,6 +40,9 @@ class Listener(commands.Cog):
             return
         try:
             await self._record_names(message)
+        except Exception:  # names are cosmetic: they never cost the message
+            log.exception("could not record the names of message %s", message.id)
+        try:
             outcome = await self.bot.memory.ingest_message(to_incoming(message))
         except Exception:
             log.exception("could not ingest message %s", message.id)

@@ -8,11 +8,11 @@ this role says where to start and judges what comes back:
 - **Where.** Every channel is read from the guild's newest stored message
   (in the channels the adapter can read) less ``reconcile_s``: roughly the
   last moments the process was there. Anything older was seen live, or left
-  out on purpose. A later change of a setting that decides what is
-  remembered (``memory_enabled``, ``excluded_channels``, ``ingest_bots``)
-  moves the start to the change: what was said while memory was off is
-  never read back. A guild with no stored message has no start and is not
-  read (``guildlore import`` is the tool for the past).
+  out on purpose. A later purge of the guild, or change of a setting that
+  decides what is remembered (``memory_enabled``, ``excluded_channels``,
+  ``ingest_bots``), moves the start to it: what was purged, or said while
+  memory was off, is never read back. A guild with no stored message has no
+  start and is not read (``guildlore import`` is the tool for the past).
 - **New messages** go through the normal ingest path (``Admission``, as
   ``Memory.ingest_message``), oldest first, so a message stored already
   changes nothing. One whose author was forgotten after it was written is
@@ -51,8 +51,8 @@ from memory.store import ops as store_ops
 
 log = logging.getLogger(__name__)
 
-# The guild settings that decide what is remembered: a change of one moves
-# the start of a catch-up to the change.
+# The guild settings that decide what is remembered: a change of one (or a
+# purge of the guild) moves the start of a catch-up to it.
 REMEMBERING_KEYS = ("memory_enabled", "excluded_channels", "ingest_bots")
 # Messages handed to ingest (or judged) together.
 BATCH = 100
@@ -176,7 +176,7 @@ class CatchUp:
         def read(con: Connection) -> tuple[dict[str, tuple[str, str]], str | None, dict[str, str]]:
             return (
                 store_messages.newest_in_channels(con, guild_id, list(channel_ids)),
-                store_ops.last_setting_change(con, guild_id, REMEMBERING_KEYS),
+                store_ops.memory_reset_at(con, guild_id, REMEMBERING_KEYS),
                 store_facts.forgotten_members(con, guild_id),
             )
 

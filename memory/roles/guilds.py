@@ -55,11 +55,14 @@ class GuildOps:
         now = iso(self._clock())
 
         def work(con: Connection) -> None:
-            store_messages.set_guild_name(con, guild_id, guild_name, now)
-            for cid, name in (channels or {}).items():
-                store_messages.set_channel_name(con, guild_id, cid, name, now)
-            for uid, name in (members or {}).items():
+            # Rows locked in the order a message's own insert locks them
+            # (members, channels, then the guild; each sorted): two writers
+            # (PostgreSQL's urgent one stores messages) then never deadlock.
+            for uid, name in sorted((members or {}).items()):
                 store_messages.upsert_member(con, guild_id, uid, name, now)
+            for cid, name in sorted((channels or {}).items()):
+                store_messages.set_channel_name(con, guild_id, cid, name, now)
+            store_messages.set_guild_name(con, guild_id, guild_name, now)
 
         await self._db.write(work)
 

@@ -125,7 +125,8 @@ def _insert_rows_pg(con: Connection, rows: list[list[Any]], received_at: str) ->
     """``insert_messages``'s writes on PostgreSQL: one multi-row statement per
     table and chunk (a statement per row would be a round trip to the server
     per row). An upsert may touch a row once per statement, so the latest
-    name of each author is picked here."""
+    name of each author is picked here. Rows go in key order, table after
+    table (``GuildOps.set_names`` locks them in the same order)."""
     columns = (
         "id, guild_id, channel_id, author_id, author_name, content, created_at, source, "
         "is_bot, reply_to_id, edited_at, received_at"
@@ -141,7 +142,7 @@ def _insert_rows_pg(con: Connection, rows: list[list[Any]], received_at: str) ->
             "INSERT INTO members (guild_id, user_id, display_name, updated_at) VALUES ",
             " ON CONFLICT (guild_id, user_id) DO UPDATE SET display_name = "
             "excluded.display_name, updated_at = excluded.updated_at",
-            [(g, u, name, received_at) for (g, u), name in names.items()],
+            [(g, u, name, received_at) for (g, u), name in sorted(names.items())],
         ),
         (
             "INSERT INTO channels (guild_id, channel_id, updated_at) VALUES ",

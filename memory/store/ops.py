@@ -160,22 +160,25 @@ def log_action(
     )
 
 
-def last_setting_change(con: Connection, guild_id: str, keys: Sequence[str]) -> str | None:
-    """When one of ``keys`` of this guild's settings last changed, as the
-    action log remembers it (None: not within its retention)."""
+def memory_reset_at(con: Connection, guild_id: str, keys: Sequence[str]) -> str | None:
+    """When what this guild remembers last changed from outside (a purge of
+    the guild, or a change of one of the setting ``keys``), as the action log
+    remembers it (None: not within its retention)."""
     wanted = set(keys)
     rows = con.execute(
-        "SELECT created_at, detail FROM action_log WHERE kind = 'settings_change' "
-        "AND guild_id = ? ORDER BY id DESC",
+        "SELECT kind, created_at, detail FROM action_log WHERE guild_id = ? "
+        "AND kind IN ('settings_change', 'guild_purged') ORDER BY id DESC",
         (guild_id,),
     )
     for r in rows:
+        if r[0] == "guild_purged":
+            return str(r[1])
         try:
-            key = json.loads(r[1] or "{}").get("key")
+            key = json.loads(r[2] or "{}").get("key")
         except (ValueError, AttributeError):
             continue
         if key in wanted:
-            return str(r[0])
+            return str(r[1])
     return None
 
 

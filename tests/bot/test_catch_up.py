@@ -111,6 +111,30 @@ async def test_the_start_is_the_newest_stored_message_less_the_window(mem: Any) 
     assert await plan(mem, channel_limit=0) is None
 
 
+async def test_a_purged_guild_is_never_read_back_from_before_the_purge(mem: Any) -> None:
+    await stored(mem, discord_msg("I keep bees on the roof", 0))
+    await mem.retention.purge_guild(GUILD)
+    assert await plan(mem) is None  # nothing stored: nothing to start from
+    # The bot stays; a member talks again: the start is the purge, not the
+    # hour before this message.
+    now = datetime.now(UTC)
+    await stored(
+        mem,
+        IncomingMessage(
+            id=snowflake(now),
+            guild_id=GUILD,
+            channel_id=CHANNEL,
+            author_id=ALICE,
+            author_name="Alice",
+            content="I keep goats in the yard",
+            created_at=iso(now),
+        ),
+    )
+    [purged] = await mem.admin.action_log(kind="guild_purged")
+    run = await plan(mem)
+    assert run.start == purged.created_at > iso(now - timedelta(minutes=1))
+
+
 async def test_new_messages_are_ingested_once_and_deletes_and_edits_applied(mem: Any) -> None:
     kept = discord_msg("I keep bees on the roof", 0)
     deleted = discord_msg("My locker code is nebulawombat", 10)

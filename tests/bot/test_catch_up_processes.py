@@ -26,7 +26,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ import pytest
 import pytest_asyncio
 
 from memory import Memory, MemoryConfig
-from memory.clock import parse_iso
+from memory.clock import DISCORD_EPOCH, parse_iso
 from memory.store import lifecycle_events as store_events
 from tests.fakegateway import FakeDiscord, FakeGuild
 from tests.fakeopenai import FakeOpenAI, echo_facts_reply
@@ -44,14 +44,13 @@ ROOT = Path(__file__).resolve().parents[2]
 GUILD = "810000000000000001"  # on shard 0 of 2: (id >> 22) % 2
 CHANNEL_A = "810000000000000010"
 CHANNEL_B = "810000000000000011"
+QUIET = "810000000000000012"  # nothing said there since long before
 THREAD = "810000000000000020"  # an active thread in CHANNEL_A
 ALICE = "444444444444444444"
 BOB = "555555555555555555"
-WAIT_S = 120.0
-EXTRACTION_SCHEMAS = (
-    "memory_facts",
-    "memory_facts_batch",
-)  # a condition's deadline: only reached when something is wrong
+WAIT_S = 120.0  # a condition's deadline: only reached when something is wrong
+EXTRACTION_SCHEMAS = ("memory_facts", "memory_facts_batch")
+MS = timedelta(milliseconds=1)
 
 pytestmark = pytest.mark.slow
 
@@ -131,7 +130,9 @@ Start = Callable[..., Awaitable[Proc]]
 async def world(
     tmp_path: Path, target: Target
 ) -> AsyncIterator[tuple[FakeDiscord, FakeOpenAI, Start]]:
-    guild = FakeGuild(GUILD, "Catch-up Guild", [CHANNEL_A, CHANNEL_B], threads={THREAD: CHANNEL_A})
+    guild = FakeGuild(
+        GUILD, "Catch-up Guild", [CHANNEL_A, CHANNEL_B, QUIET], threads={THREAD: CHANNEL_A}
+    )
     started: list[Proc] = []
     async with FakeDiscord([guild]) as discord_, FakeOpenAI(chat_handler=echo_facts_reply) as ai:
 
@@ -420,6 +421,11 @@ async def test_a_session_that_could_not_resume_reads_back_what_it_missed(
     world: tuple[FakeDiscord, FakeOpenAI, Start], checker: Memory
 ) -> None:
     discord_, _, start = world
+    # Said a day ago, long before anything the bot will store.
+    a_day_ago = ((datetime.now(UTC) - timedelta(days=1) - DISCORD_EPOCH) // MS) << 22
+    await discord_.send_message(
+        GUILD, QUIET, ALICE, "An old note", message_id=str(a_day_ago), deliver=False
+    )
     bot = await start("bot")
     await bot.line_with("logged in as")
     first = await discord_.send_message(GUILD, CHANNEL_A, ALICE, "I keep bees on the roof")
@@ -438,6 +444,7 @@ async def test_a_session_that_could_not_resume_reads_back_what_it_missed(
     assert await eventually(lambda: all_done(checker, [missed]), timeout=WAIT_S), bot.log()
     assert "could not be read" in await bot.line_with("catch-up of guild"), bot.log()
     assert len(discord_.identified) == 2
+    # The quiet channel's last message is older than the start: no request.
     assert {c for c, _ in discord_.history[reads:]} == {CHANNEL_A, CHANNEL_B, THREAD}
     assert await state(checker, guarded) == "done"
     [entry] = await checker.admin.action_log(kind="catch_up")
