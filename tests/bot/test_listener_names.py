@@ -12,7 +12,7 @@ import pytest_asyncio
 
 from memory.errors import StorageError
 from tests.fakeopenai import FakeOpenAI
-from tests.test_bot import Harness, open_harness
+from tests.bot.test_bot import Harness, open_harness
 
 
 @pytest_asyncio.fixture

@@ -2,7 +2,7 @@
 channels, the guild) in the same order. On PostgreSQL they run on two
 writers (the urgent one stores live messages); in opposite orders they
 deadlocked, PostgreSQL aborted one, and the listener lost the message
-(seen in tests/test_catch_up_processes.py under load)."""
+(seen in tests/bot/test_catch_up_processes.py under load)."""
 
 from __future__ import annotations
 
