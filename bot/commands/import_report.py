@@ -36,6 +36,11 @@ def summary(report: ImportReport) -> str:
         f"             {report.rate:,.0f} messages/s with message vectors too "
         f"({report.seconds:.1f} s)",
     ]
+    if s.channels:
+        lines.append(
+            f"  channels   {s.channels} channel object{'s' if s.channels != 1 else ''} "
+            "read as channel names"
+        )
     if report.skipped_files:
         n = len(report.skipped_files)
         lines.append(

@@ -352,6 +352,8 @@ async def _read_all(
                 channels={header.channel_id: header.channel_name} if header.channel_name else None,
             )
         members: dict[str, dict[str, str]] = {}
+        # Channel objects of an API dump: the guild's channel names.
+        channels: dict[str, dict[str, str]] = {}
         it = iter_export(path, default_guild_id=default_guild_id)
         position = 0
         try:
@@ -360,6 +362,10 @@ async def _read_all(
                 messages = []
                 for rec in records:
                     file_stats.add(rec)
+                    if rec.channel is not None and rec.channel.name:
+                        channels.setdefault(rec.channel.guild_id, {})[rec.channel.channel_id] = (
+                            rec.channel.name
+                        )
                     if rec.message is not None:
                         messages.append(rec.message)
                         m = rec.message
@@ -393,6 +399,8 @@ async def _read_all(
             if gid and names:
                 guilds.add(gid)
                 await memory.guilds.set_names(gid, members=names)
+        for gid, named in channels.items():
+            await memory.guilds.set_names(gid, channels=named)
         show(0, force=True)
 
 
