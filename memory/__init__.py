@@ -43,11 +43,14 @@ from memory.diagnostics import (
     list_models,
     postgres_status,
 )
+from memory.disk import disk_problem
+from memory.disk_status import disk_status
 from memory.embed.base import provider_default_model
 from memory.engine import Memory
 from memory.errors import ConfigError, GuildloreError, InvalidInput, LLMError
 from memory.extract.rules.extractor import RuleExtractor
 from memory.guild_settings import GUILD_SETTINGS, GUILD_SETTINGS_BY_KEY, parse_guild_setting
+from memory.importer.lock import ImportBusy, import_lock
 from memory.importer.reader import iter_paths, read_header
 from memory.importer.session import ImportReport, ImportStop, import_files, import_messages
 from memory.llm import ChatModel
@@ -80,6 +83,10 @@ from memory.store.retention import RetentionTimer
 from memory.throttle import Throttle
 
 __all__ = [
+    "disk_status",
+    "ImportBusy",
+    "import_lock",
+    "disk_problem",
     "postgres_status",
     "redact_url",
     "CopyReport",

@@ -24,6 +24,9 @@ MAX_LINES = 500
 LONG_MODULES: dict[str, str] = {
     "memory/ingest/pipeline.py": "one batch of queued messages, from cleaning to the snapshot",
     "memory/embed/service.py": "background embedding: the queue of ids, models, re-index",
+    "memory/ingest/queue.py": "the bounded, de-duplicating ingest queue and its batch workers",
+    "memory/journal.py": "the daily journal files: lines appended whole, rewritten, read",
+    "memory/importer/reader.py": "reading export files, streamed, into message records",
 }
 # The engine's working parts: callers outside memory/ ask the facade instead.
 ENGINE_PARTS = frozenset(

@@ -66,6 +66,12 @@ def summary(report: ImportReport) -> str:
             f"  warning    {report.failed} messages failed: `guildlore retry --list` shows "
             "why, `guildlore retry` tries them again"
         )
+    if report.journal_owed:
+        lines.append(
+            f"  warning    {report.journal_owed} journal lines could not be written (the journal's "
+            "disk is full or read-only): the messages are stored and the lines are owed, "
+            "written at the next start of the bot or an import once there is room"
+        )
     if report.dropped:
         lines.append(f"  warning    {report.dropped} messages dropped by the queue (replayed)")
     if not report.settled:

@@ -17,6 +17,7 @@ from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
 from memory.models import ActionLogEntry
 from memory.roles.guilds import GuildOps
+from memory.roles.storage_health import StorageHealth
 from memory.snapshot import SnapshotRefresher
 from memory.store import ops as store_ops
 
@@ -60,6 +61,7 @@ class AdminOps:
         guilds: GuildOps,
         search: SearchStats,
         rejected: dict[str, int],
+        storage: StorageHealth | None = None,
     ) -> None:
         self._db = db
         self._config = config
@@ -71,6 +73,7 @@ class AdminOps:
         self._guilds = guilds
         self._search = search
         self._rejected = rejected  # reason → count, kept by Memory.ingest_message
+        self._storage = storage
 
     # -- the action log --------------------------------------------------------------------
     async def log_action(
@@ -237,8 +240,12 @@ class AdminOps:
                 f"{failed} messages failed processing: `guildlore retry` lists the reasons "
                 "and tries them again"
             )
+        storage = None if self._storage is None else await self._storage.report()
+        if storage is not None:
+            warnings.extend(storage.warnings)
         return {
             **counts,
+            "storage": None if storage is None else storage.as_dict(),
             "messages_retry": waiting,
             "messages_failed": failed,
             "sqlite": self._db.versions,
