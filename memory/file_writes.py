@@ -54,7 +54,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         mode = 0o644  # mkstemp's 0600 would hide the file from the dashboard user
     fd, tmp = _locked_temp(path)
     try:
-        with os.fdopen(fd, "wb") as f:
+        # A second descriptor writes: the lock (on the first) lasts until
+        # the file is in place.
+        with os.fdopen(os.dup(fd), "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -63,6 +65,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    finally:
+        os.close(fd)
     fsync_dir(path.parent)
 
 

@@ -42,10 +42,11 @@ from memory.store import messages as store_messages
 log = logging.getLogger(__name__)
 
 PAGE = 2_000  # owed messages read, written and marked per round
-# The start of a journal line: enough of it to know whose message it was.
+# The start of a journal line: enough of it to know whose message it was
+# (its time and author; the guild and channel when the cut left them).
 _HEAD = re.compile(
     r"^- (?P<time>\S+) \| .* \((?P<author_id>[^()]*)\) \| "
-    r"\[guild:(?P<guild_id>\S*) channel:(?P<channel_id>[^\]\s]*)\]"
+    r"(?:\[guild:(?P<guild_id>\S*) channel:(?P<channel_id>[^\]\s]*)\])?"
 )
 
 

@@ -59,13 +59,25 @@ def owed_after(con: Connection, after_seq: int, limit: int) -> list[OwedMessage]
 
 
 def owe_again(
-    con: Connection, created_at: str, author_id: str, guild_id: str, channel_id: str
+    con: Connection,
+    created_at: str,
+    author_id: str,
+    guild_id: str | None = None,
+    channel_id: str | None = None,
 ) -> int:
-    """A line of these messages was cut from the journal (a write cut short):
+    """A line of the message at ``created_at`` by ``author_id`` (in that guild
+    and channel, when known) was cut from the journal (a write cut short):
     owe it again. How many messages."""
-    cur = con.execute(
+    sql = (
         "UPDATE messages SET journaled = 0 WHERE state = 'done' AND journaled = 1 "
-        "AND created_at = ? AND author_id = ? AND coalesce(guild_id, '') = ? AND channel_id = ?",
-        (created_at, author_id, guild_id, channel_id),
+        "AND created_at = ? AND author_id = ?"
     )
+    args: list[str] = [created_at, author_id]
+    if guild_id is not None:
+        sql += " AND coalesce(guild_id, '') = ?"
+        args.append(guild_id)
+    if channel_id is not None:
+        sql += " AND channel_id = ?"
+        args.append(channel_id)
+    cur = con.execute(sql, args)
     return int(cur.rowcount or 0)
