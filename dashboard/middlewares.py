@@ -79,7 +79,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if problem is not None:
             # A full or read-only disk: not a bug, and the operator can fix
             # it. One log line, and the same sentence to the client.
-            text = problem.line(then="try again")
+            where = problem.path or str(request.app[MEMORY].config.db_path.parent)
+            text = problem.line(where, then="try again")
             log.error("dashboard: %s %s failed: %s", request.method, request.path, text)
             return await render.error(request, 503, text)
         log.exception("dashboard: unhandled error on %s %s", request.method, request.path)

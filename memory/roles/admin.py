@@ -12,6 +12,7 @@ from typing import Any
 from memory.clock import Clock, iso
 from memory.config import MemoryConfig
 from memory.db.core import Database
+from memory.disk import disk_problem
 from memory.embed.service import EmbeddingService
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
@@ -22,6 +23,16 @@ from memory.snapshot import SnapshotRefresher
 from memory.store import ops as store_ops
 
 LOG_LIMIT_MAX = 500
+# Health's counts when the database cannot be read (damaged, gone).
+_UNREAD: dict[str, Any] = {
+    "facts_active": 0,
+    "facts_total": 0,
+    "facts_fts_rows": 0,
+    "messages": 0,
+    "messages_fts_rows": 0,
+    "message_states": {},
+    "vectors": {},
+}
 
 
 @dataclass
@@ -212,8 +223,16 @@ class AdminOps:
         }
 
     async def health(self) -> dict[str, Any]:
-        counts = await self._db.read(store_ops.health_counts)
         warnings: list[str] = []
+        try:
+            counts = await self._db.read(store_ops.health_counts)
+        except Exception as exc:
+            problem = disk_problem(exc)
+            if problem is None:
+                raise
+            # Health must say so, not fail: what the file checks found follows.
+            counts = dict(_UNREAD)
+            warnings.append(f"the database cannot be read: {problem.describe()}")
         if counts["facts_fts_rows"] != counts["facts_total"]:
             warnings.append(
                 f"fact FTS rows ({counts['facts_fts_rows']}) != facts ({counts['facts_total']})"

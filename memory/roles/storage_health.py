@@ -27,6 +27,7 @@ from typing import Any, Literal
 from memory.clock import Clock, iso
 from memory.db.core import Database
 from memory.db.sqlite.integrity import file_identity, quick_check
+from memory.disk import disk_problem
 from memory.roles.journal_owed import OwedJournal
 
 FileState = Literal["ok", "replaced", "deleted"]
@@ -35,7 +36,7 @@ CHECK_EVERY_S = 300.0
 
 @dataclass(frozen=True)
 class StorageReport:
-    journal_owed: int
+    journal_owed: int | None  # None: could not be counted (the database is unreadable)
     database_file: FileState | None  # None: not a SQLite file
     quick_check: list[str] | None  # problems found (empty: none); None: not run
     quick_check_at: str | None
@@ -85,7 +86,12 @@ class StorageHealth:
         return "ok" if now == self._identity else "replaced"
 
     async def report(self) -> StorageReport:
-        owed = await self._owed.count()
+        try:
+            owed: int | None = await self._owed.count()
+        except Exception as exc:
+            if disk_problem(exc) is None:
+                raise
+            owed = None  # the database cannot be read: health says so beside this
         state = self.file_state()
         problems = await self._quick_check()
         warnings = []
