@@ -43,7 +43,7 @@ from memory.diagnostics import (
     list_models,
     postgres_status,
 )
-from memory.disk import disk_problem
+from memory.disk import TroubleLog, disk_problem
 from memory.disk_status import disk_status
 from memory.embed.base import provider_default_model
 from memory.engine import Memory
@@ -84,6 +84,7 @@ from memory.throttle import Throttle
 
 __all__ = [
     "disk_status",
+    "TroubleLog",
     "ImportBusy",
     "import_lock",
     "disk_problem",

@@ -142,7 +142,7 @@ class TroubleLog:
     def __init__(self, log: logging.Logger) -> None:
         self._log = log
         self._lock = threading.Lock()
-        self._open: set[str] = set()
+        self._open: dict[str, int] = {}  # what fails now → its repeats since the first
         self.repeats = 0
 
     def failed(self, what: str, problem: DiskProblem, consequence: str) -> None:
@@ -150,7 +150,7 @@ class TroubleLog:
         becomes of the work (e.g. "the lines are owed and written later")."""
         with self._lock:
             first = what not in self._open
-            self._open.add(what)
+            self._open[what] = self._open.get(what, -1) + 1
             if not first:
                 self.repeats += 1
         # ``disk_trouble`` on the record: a command that says the trouble in
@@ -173,7 +173,6 @@ class TroubleLog:
 
     def ok(self, what: str) -> None:
         with self._lock:
-            ended = what in self._open
-            self._open.discard(what)
-        if ended:
-            self._log.info("%s works again", what)
+            repeats = self._open.pop(what, None)
+        if repeats is not None:
+            self._log.info("%s works again (%d more failures meanwhile)", what, repeats)
