@@ -20,7 +20,10 @@ off, so one call per batch is all the LLM work; embeddings as ``--embeddings``
 (the bundled MiniLM in each process by default).
 
 Per configuration (1 process, then 2) a new database on a PostgreSQL started
-for the run (the pgserver wheel, ``bench/_pg.py``). The guilds are dealt out:
+for the run (the pgserver wheel, ``bench/_pg.py``). ``--rounds N`` runs the
+configurations N times in turn and reports each one's median: on a shared
+machine the load drifts during a run, and taking turns spreads the drift
+over every configuration instead of handing it to the last one. The guilds are dealt out:
 one process owns all of them, or each of two owns every other one. Every
 process offers its own guilds' messages (texts of the real export, round robin
 over its guilds' channels) at its share of ``--rate`` msg/s — above what the
@@ -349,6 +352,13 @@ def main(argv: list[str] | None = None) -> int:
         default=_runs(DEFAULT_RUNS),
         help=f"configurations PROCESSESxWORKERS, comma-separated (default {DEFAULT_RUNS})",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every configuration this many times, in turn (the median is reported): "
+        "on a shared machine the load drifts, and turns spread it over all of them",
+    )
     parser.add_argument("--warmup", type=float, default=WARMUP_S, help="seconds not counted")
     parser.add_argument("--export", type=Path, default=EXPORT)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -366,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     load_before = loadavg()
-    runs: dict[str, dict[str, Any]] = {}
+    rounds: list[dict[str, dict[str, Any]]] = []
     with (
         tempfile.TemporaryDirectory(prefix="guildlore-bench-processes-") as tmp,
         postgres_if(["postgresql"]) as server,
@@ -376,15 +386,20 @@ def main(argv: list[str] | None = None) -> int:
     ):
         assert server is not None
         version = server.version()
-        for n, w in args.runs:
-            key = f"{n}x{w}"
-            runs[key] = run_config(n, w, args, server, fake.base_url, Path(tmp))
-            print(
-                f"{n} process(es) × {w} workers: {runs[key]['processed_rate']:.1f} processed/s "
-                f"(load {runs[key]['loadavg']['before']})",
-                flush=True,
-            )
+        for r in range(max(1, args.rounds)):
+            done: dict[str, dict[str, Any]] = {}
+            for n, w in args.runs:
+                key = f"{n}x{w}"
+                done[key] = run_config(n, w, args, server, fake.base_url, Path(tmp) / str(r))
+                print(
+                    f"round {r + 1}: {n} process(es) × {w} workers: "
+                    f"{done[key]['processed_rate']:.1f} processed/s "
+                    f"(load {done[key]['loadavg']['before']})",
+                    flush=True,
+                )
+            rounds.append(done)
         llm_calls = len(fake.chat_requests())
+    runs = {key: _median_run([done[key] for done in rounds]) for key in rounds[0]}
     ratio = _ratio(runs, "2x4", "1x4")
     payload = {
         "machine": {"loadavg_before": load_before, "loadavg_after": loadavg()},
@@ -395,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         "offered_rate": args.rate,
         "seconds": args.seconds,
         "warmup_s": args.warmup,
+        "rounds": len(rounds),
         "embeddings": args.embeddings,
         "llm_calls": llm_calls,
         "two_over_one": ratio,
@@ -407,6 +423,15 @@ def main(argv: list[str] | None = None) -> int:
     path = write_json("processes", payload, args.out)
     _print(runs, args, ratio, path)
     return 0
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median processed/s (the lower middle one of an even
+    count), with every round's rate beside it."""
+    ordered = sorted(runs, key=lambda r: float(r["processed_rate"]))
+    median = dict(ordered[(len(ordered) - 1) // 2])
+    median["rates_by_round"] = [round(float(r["processed_rate"]), 2) for r in runs]
+    return median
 
 
 def _runs(text: str) -> list[tuple[int, int]]:
@@ -489,6 +514,10 @@ def _print(
         ],
         rows,
     )
+    if args.rounds > 1:
+        for key, run in runs.items():
+            rates = ", ".join(f"{r:.1f}" for r in run["rates_by_round"])
+            print(f"{key}: processed/s by round {rates} (median {run['processed_rate']:.1f})")
     word = {True: "meets", False: "MISSES", None: "not judged by"}[
         None if ratio is None else ratio >= TARGET_RATIO
     ]
