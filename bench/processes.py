@@ -1,37 +1,54 @@
 """Sustained ingest throughput on one PostgreSQL database: one engine process
-against two engine processes, each owning half of the guilds.
+against two engine processes, each owning half of the guilds, with the same
+extraction workers per process; and one process with twice the workers.
 
-    .venv/bin/python bench/processes.py [--guilds 8] [--channels 2] [--seconds 60]
-                                        [--latency 1.0] [--rate 200] [--embeddings local]
+    .venv/bin/python bench/processes.py [--runs 1x4,2x4,1x8] [--guilds 8] [--channels 2]
+                                        [--seconds 60] [--latency 1.0] [--rate 200]
+                                        [--embeddings local]
+
+``--runs``: the configurations, each PROCESSESxWORKERS (extraction workers,
+``IngestConfig.workers``, in every process).
 
 The extractor is the LLM one, talking to the fake OpenAI server
 (tests/fakeopenai.py through the real ``openai`` client) with ``--latency``
 seconds per call; the server runs in this (the parent) process on a loop of
 its own, shared by every engine as one LLM service would be. Each engine is a
 real OS process (``multiprocessing``, spawn), with the same ``MemoryConfig``:
-default ``IngestConfig`` (4 extraction workers, batches of up to 16 messages of
-one channel, a 400-job queue) with the LLM write decision off, so one call per
-batch is all the LLM work; embeddings as ``--embeddings`` (the bundled MiniLM
-in each process by default).
+default ``IngestConfig`` (batches of up to 16 messages of one channel, a
+400-job queue) but the run's extraction workers, with the LLM write decision
+off, so one call per batch is all the LLM work; embeddings as ``--embeddings``
+(the bundled MiniLM in each process by default).
 
 Per configuration (1 process, then 2) a new database on a PostgreSQL started
-for the run (the pgserver wheel, ``bench/_pg.py``). The guilds are dealt out:
+for the run (the pgserver wheel, ``bench/_pg.py``). ``--rounds N`` runs the
+configurations N times in turn and reports each one's median: on a shared
+machine the load drifts during a run, and taking turns spreads the drift
+over every configuration instead of handing it to the last one. The guilds are dealt out:
 one process owns all of them, or each of two owns every other one. Every
 process offers its own guilds' messages (texts of the real export, round robin
 over its guilds' channels) at its share of ``--rate`` msg/s — above what the
 configuration can process — for ``--seconds``, through ``Memory.ingest_message``
 (the live path), each message as its own task as a gateway client dispatches
 events. The offer waits while the queue and the messages being acknowledged
-fill the queue's capacity, so no message is dropped: a dropped message is replayed from the database, and the replay
-reads every guild's unfinished rows, not only the process's own. Processed/s
-is counted over the window after a warm-up (``--warmup``, default 5 s).
+fill the queue's capacity, so no message is dropped: a dropped message is
+replayed from the database, and the replay reads every guild's unfinished
+rows, not only the process's own.
+
+Processed/s is measured from raw counts over one window: a task of its own
+reads the process's ``ingest_processed`` counter and the clock at the end of
+the warm-up (``--warmup``, default 5 s) and again at the end of the offer
+(``--seconds``), and the rate is the counts' difference over the times'
+difference. Both readings are in the JSON. (The offer loop used to read the
+warm-up counter itself, and when it was held back waiting for queue room
+past the window it read it at the end instead: 0.0 processed/s for a run
+that processed 779 messages.)
 
 Checks, per process: it processed only its own messages (its
 ``ingest_processed`` counter equals the outcomes of its own messages that
 completed); and, in the database, every processed message belongs to a guild
 of the process that offered it.
 
-Target: two processes ≥ 1.6× the processed/s of one.
+Target: two processes ≥ 1.6× the processed/s of one with the same workers.
 Writes bench/results/processes.json.
 """
 
@@ -66,6 +83,7 @@ from bench._pg import PgServer, postgres_if  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "processes.json"
 TARGET_RATIO = 1.6
+DEFAULT_RUNS = "1x4,2x4,1x8"
 WARMUP_S = 5.0
 FIRST_GUILD = 930_000_000_000_000_000
 START_TIMEOUT_S = 300.0
@@ -92,6 +110,7 @@ class Share:
     guilds: list[str]
     channels: int
     rate: float
+    workers: int
     seconds: float
     warmup: float
     database_url: str
@@ -130,7 +149,7 @@ async def _engine(share: Share, ready: Any, go: Any) -> dict[str, Any]:
     cfg = MemoryConfig.for_data_dir(
         Path(share.data_dir),
         embedding=EmbeddingConfig(provider=share.embeddings),
-        ingest=IngestConfig(llm_decision=False),
+        ingest=IngestConfig(llm_decision=False, workers=share.workers),
         database_url=share.database_url,
     )
     mem = await Memory.open(cfg, extractor=LLMExtractor(client, "fake-extractor", 30.0))
@@ -163,7 +182,14 @@ async def _engine(share: Share, ready: Any, go: Any) -> dict[str, Any]:
                 out.done.add_done_callback(finished)
 
         started = time.perf_counter()
-        at_warmup: int | None = None
+
+        async def reading(at_s: float) -> tuple[float, int]:
+            """(seconds since the start, ``ingest_processed``), read at ``at_s``."""
+            await asyncio.sleep(max(0.0, started + at_s - time.perf_counter()))
+            return time.perf_counter() - started, int(mem.admin.counters()["ingest_processed"])
+
+        at_warmup = asyncio.create_task(reading(share.warmup))
+        at_end = asyncio.create_task(reading(share.seconds))
         held_s = 0.0
         i = 0
         while (elapsed := time.perf_counter() - started) < share.seconds:
@@ -185,25 +211,27 @@ async def _engine(share: Share, ready: Any, go: Any) -> dict[str, Any]:
                 await asyncio.sleep(0)  # one message per loop turn
                 if time.perf_counter() - started >= share.seconds:
                     break
-            if at_warmup is None and elapsed >= share.warmup:
-                at_warmup = mem.admin.counters()["ingest_processed"]
             await asyncio.sleep(0.01)
+        (t0, n0), (t1, n1) = await at_warmup, await at_end
+        backlog = mem.queue.depth + mem.queue.in_flight
         while acking:
             await asyncio.gather(*acking)
         window_s = time.perf_counter() - started
-        in_window = mem.admin.counters()["ingest_processed"]
-        backlog = mem.queue.depth + mem.queue.in_flight
         drained = await mem.drain(120)
         c = mem.admin.counters()
         return {
             "index": share.index,
             "guilds": share.guilds,
             "offered_rate": share.rate,
+            "workers": share.workers,
             "sent": i,
             "window_s": round(window_s, 2),
             "offer_held_s": round(held_s, 2),
-            "processed_in_window": in_window,
-            "processed_rate": (in_window - (at_warmup or 0)) / (window_s - share.warmup),
+            # The raw readings the rate is made of: (seconds since the start, processed).
+            "reading_at_warmup": [round(t0, 3), n0],
+            "reading_at_end": [round(t1, 3), n1],
+            "processed_in_window": n1 - n0,
+            "processed_rate": (n1 - n0) / (t1 - t0),
             "ack_ms": {"p50": percentile(acks, 50), "p99": percentile(acks, 99), "max": max(acks)},
             "backlog_at_window_end": backlog,
             "drained": drained,
@@ -236,9 +264,15 @@ def _by_guild(url: str) -> dict[str, dict[str, int]]:
 
 
 def run_config(
-    processes: int, args: argparse.Namespace, server: PgServer, llm_url: str, tmp: Path
+    processes: int,
+    workers: int,
+    args: argparse.Namespace,
+    server: PgServer,
+    llm_url: str,
+    tmp: Path,
 ) -> dict[str, Any]:
-    """One configuration: ``processes`` engines on a new database, measured together."""
+    """One configuration: ``processes`` engines of ``workers`` extraction
+    workers each on a new database, measured together."""
     url = server.new_url()
     guilds = guild_ids(args.guilds)
     ctx = mp.get_context("spawn")
@@ -249,10 +283,11 @@ def run_config(
             guilds=mine,
             channels=args.channels,
             rate=args.rate * len(mine) / len(guilds),
+            workers=workers,
             seconds=args.seconds,
             warmup=args.warmup,
             database_url=url,
-            data_dir=str(tmp / f"p{processes}-{p}"),
+            data_dir=str(tmp / f"p{processes}x{workers}-{p}"),
             llm_url=llm_url,
             embeddings=args.embeddings,
             export=str(args.export),
@@ -289,6 +324,7 @@ def run_config(
             sent_by_guild[s.guilds[(k % slots) // args.channels]] += 1
     return {
         "processes": processes,
+        "workers_per_process": workers,
         "loadavg": {"before": load_before, "after": load_after},
         "processed_rate": sum(float(r["processed_rate"]) for r in outs),
         "per_process": outs,
@@ -311,13 +347,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=200.0, help="msg/s offered in all")
     parser.add_argument("--embeddings", choices=("local", "none"), default="local")
     parser.add_argument(
-        "--processes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2]
+        "--runs",
+        type=_runs,
+        default=_runs(DEFAULT_RUNS),
+        help=f"configurations PROCESSESxWORKERS, comma-separated (default {DEFAULT_RUNS})",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every configuration this many times, in turn (the median is reported): "
+        "on a shared machine the load drifts, and turns spread it over all of them",
     )
     parser.add_argument("--warmup", type=float, default=WARMUP_S, help="seconds not counted")
     parser.add_argument("--export", type=Path, default=EXPORT)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    if args.guilds < max(args.processes):
+    if args.guilds < max(p for p, _ in args.runs):
         parser.error("every process needs at least one guild")
     if args.seconds <= args.warmup:
         parser.error("--seconds must be above the --warmup")
@@ -330,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     load_before = loadavg()
-    runs: dict[str, dict[str, Any]] = {}
+    rounds: list[dict[str, dict[str, Any]]] = []
     with (
         tempfile.TemporaryDirectory(prefix="guildlore-bench-processes-") as tmp,
         postgres_if(["postgresql"]) as server,
@@ -340,17 +386,21 @@ def main(argv: list[str] | None = None) -> int:
     ):
         assert server is not None
         version = server.version()
-        for n in args.processes:
-            runs[str(n)] = run_config(n, args, server, fake.base_url, Path(tmp))
-            print(
-                f"{n} process(es): {runs[str(n)]['processed_rate']:.1f} processed/s "
-                f"(load {runs[str(n)]['loadavg']['before']})",
-                flush=True,
-            )
+        for r in range(max(1, args.rounds)):
+            done: dict[str, dict[str, Any]] = {}
+            for n, w in args.runs:
+                key = f"{n}x{w}"
+                done[key] = run_config(n, w, args, server, fake.base_url, Path(tmp) / str(r))
+                print(
+                    f"round {r + 1}: {n} process(es) × {w} workers: "
+                    f"{done[key]['processed_rate']:.1f} processed/s "
+                    f"(load {done[key]['loadavg']['before']})",
+                    flush=True,
+                )
+            rounds.append(done)
         llm_calls = len(fake.chat_requests())
-    ratio = None
-    if "1" in runs and "2" in runs and runs["1"]["processed_rate"] > 0:
-        ratio = round(runs["2"]["processed_rate"] / runs["1"]["processed_rate"], 2)
+    runs = {key: _median_run([done[key] for done in rounds]) for key in rounds[0]}
+    ratio = _ratio(runs, "2x4", "1x4")
     payload = {
         "machine": {"loadavg_before": load_before, "loadavg_after": loadavg()},
         "postgresql": version,
@@ -360,9 +410,11 @@ def main(argv: list[str] | None = None) -> int:
         "offered_rate": args.rate,
         "seconds": args.seconds,
         "warmup_s": args.warmup,
+        "rounds": len(rounds),
         "embeddings": args.embeddings,
         "llm_calls": llm_calls,
         "two_over_one": ratio,
+        "one_8_workers_over_one_4": _ratio(runs, "1x8", "1x4"),
         "target_two_over_one_min": TARGET_RATIO,
         "meets_target": None if ratio is None else ratio >= TARGET_RATIO,
         "wall_seconds": round(time.perf_counter() - started, 1),
@@ -371,6 +423,36 @@ def main(argv: list[str] | None = None) -> int:
     path = write_json("processes", payload, args.out)
     _print(runs, args, ratio, path)
     return 0
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median processed/s (the lower middle one of an even
+    count), with every round's rate beside it."""
+    ordered = sorted(runs, key=lambda r: float(r["processed_rate"]))
+    median = dict(ordered[(len(ordered) - 1) // 2])
+    median["rates_by_round"] = [round(float(r["processed_rate"]), 2) for r in runs]
+    return median
+
+
+def _runs(text: str) -> list[tuple[int, int]]:
+    """ "1x4,2x4,1x8" → [(1, 4), (2, 4), (1, 8)]."""
+    out = []
+    for part in text.split(","):
+        processes, _, workers = part.strip().partition("x")
+        try:
+            pair = int(processes), int(workers or 4)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part!r} is not PROCESSESxWORKERS") from None
+        if min(pair) < 1:
+            raise argparse.ArgumentTypeError(f"{part!r}: at least one process and one worker")
+        out.append(pair)
+    return out
+
+
+def _ratio(runs: dict[str, dict[str, Any]], top: str, bottom: str) -> float | None:
+    if top not in runs or bottom not in runs or runs[bottom]["processed_rate"] <= 0:
+        return None
+    return round(runs[top]["processed_rate"] / runs[bottom]["processed_rate"], 2)
 
 
 def _print(
@@ -384,11 +466,12 @@ def _print(
         f"{len(os.sched_getaffinity(0))} CPUs"
     )
     rows = []
-    for n, run in runs.items():
+    for run in runs.values():
         for r in run["per_process"]:
             rows.append(
                 [
-                    n,
+                    run["processes"],
+                    r["workers"],
                     r["index"],
                     len(r["guilds"]),
                     r["sent"],
@@ -401,11 +484,24 @@ def _print(
                 ]
             )
         rows.append(
-            [n, "all", args.guilds, "", round(run["processed_rate"], 1), "", "", "", "", ""]
+            [
+                run["processes"],
+                run["workers_per_process"],
+                "all",
+                args.guilds,
+                "",
+                round(run["processed_rate"], 1),
+                "",
+                "",
+                "",
+                "",
+                "",
+            ]
         )
     print_table(
         [
             "processes",
+            "workers",
             "process",
             "guilds",
             "sent",
@@ -418,10 +514,18 @@ def _print(
         ],
         rows,
     )
+    if args.rounds > 1:
+        for key, run in runs.items():
+            rates = ", ".join(f"{r:.1f}" for r in run["rates_by_round"])
+            print(f"{key}: processed/s by round {rates} (median {run['processed_rate']:.1f})")
     word = {True: "meets", False: "MISSES", None: "not judged by"}[
         None if ratio is None else ratio >= TARGET_RATIO
     ]
-    print(f"two processes / one = {ratio}× (target ≥ {TARGET_RATIO}×) — {word} the target; {path}")
+    print(
+        f"two processes / one, 4 workers each = {ratio}× (target ≥ {TARGET_RATIO}×) — "
+        f"{word} the target; one process with 8 workers / 4 = "
+        f"{_ratio(runs, '1x8', '1x4')}×; {path}"
+    )
 
 
 if __name__ == "__main__":

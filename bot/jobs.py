@@ -27,6 +27,9 @@
   ``JOURNAL_FILES_S``: the days whose messages changed
   since the last round, plus today, are rendered into the journal folder of
   the process holding the lease;
+* with the journal appended (SQLite), the journal lines a full or read-only
+  disk refused (``Memory.journal_owed``) every ``JOURNAL_FILES_S``, so they
+  are written soon after there is room again, not only at the next start;
 * the daily journal roll-over check, just after midnight in the configured
   time zone: the journal folder must still be writable, and MEMORY.md is
   regenerated so its highlights and source list move to the new day.
@@ -126,6 +129,17 @@ class Jobs:
                 ),
                 id="journal_files",
                 name="journal files rendered from the database",
+                **common,
+            )
+        else:
+            sched.add_job(
+                self._wrap("journal_owed", self.journal_owed, JOURNAL_FILES_S * LEASE_SLACK),
+                IntervalTrigger(
+                    seconds=JOURNAL_FILES_S,
+                    start_date=datetime.now(UTC) + timedelta(seconds=JOURNAL_FILES_S),
+                ),
+                id="journal_owed",
+                name="journal lines a full disk refused, written once there is room",
                 **common,
             )
         if self.reindex_interval_min > 0:
@@ -309,6 +323,9 @@ class Jobs:
 
     async def journal_files(self) -> None:
         await self.memory.journals.publish()
+
+    async def journal_owed(self) -> None:
+        await self.memory.journal_owed.write()
 
     async def journal_rollover(self) -> None:
         folder = self.memory.config.journal_dir

@@ -366,6 +366,9 @@ async def health_context(request: web.Request) -> dict[str, Any]:
             "last_drop_id": c.get("last_drop_id"),
         },
         "counters": {k: (num(v) if isinstance(v, float) else v) for k, v in c.items()},
+        # Journal lines owed, the database file replaced or deleted under the
+        # process, PRAGMA quick_check (``memory.roles.storage_health``).
+        "storage": h.get("storage"),
     }
 
 

@@ -205,6 +205,26 @@ def render_metrics(
         "1 if sqlite-vec is loaded.",
         [({}, health.get("sqlite_vec_loaded"))],
     )
+    storage = health.get("storage") or {}
+    if storage:
+        w.metric(
+            "journal_owed_lines",
+            "gauge",
+            "Journal lines the disk refused, waiting to be written.",
+            [({}, storage.get("journal_owed"))],
+        )
+        checked = storage.get("quick_check")
+        w.metric(
+            "database_file_ok",
+            "gauge",
+            "1 if the database file is the one opened and PRAGMA quick_check finds it whole.",
+            [
+                (
+                    {},
+                    int(storage.get("database_file") in (None, "ok") and checked in (None, ["ok"])),
+                )
+            ],
+        )
     w.metric(
         "health_warnings",
         "gauge",

@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from yarl import URL
 
-from memory import InvalidInput
+from memory import InvalidInput, disk_problem
 
 from . import render, security
 from .config import is_loopback
@@ -74,7 +74,15 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await render.error(request, 400, "the connection was lost mid-request")
     except asyncio.CancelledError:
         raise
-    except Exception:
+    except Exception as exc:
+        problem = disk_problem(exc)
+        if problem is not None:
+            # A full or read-only disk: not a bug, and the operator can fix
+            # it. One log line, and the same sentence to the client.
+            where = problem.path or str(request.app[MEMORY].config.db_path.parent)
+            text = problem.line(where, then="try again")
+            log.error("dashboard: %s %s failed: %s", request.method, request.path, text)
+            return await render.error(request, 503, text)
         log.exception("dashboard: unhandled error on %s %s", request.method, request.path)
         return await render.error(request, 500, "internal error (details are in the server log)")
 

@@ -44,6 +44,8 @@ from memory.diagnostics import (
     list_models,
     postgres_status,
 )
+from memory.disk import TroubleLog, disk_problem
+from memory.disk_status import disk_status
 from memory.embed.base import provider_default_model
 from memory.embed.local import LocalMiniLMEmbedder
 from memory.engine import Memory
@@ -57,6 +59,7 @@ from memory.errors import (
 )
 from memory.extract.rules.extractor import RuleExtractor
 from memory.guild_settings import GUILD_SETTINGS, GUILD_SETTINGS_BY_KEY, parse_guild_setting
+from memory.importer.lock import ImportBusy, import_lock
 from memory.importer.reader import iter_paths, read_header
 from memory.importer.session import ImportReport, ImportStop, import_files, import_messages
 from memory.llm import ChatModel
@@ -94,6 +97,11 @@ from memory.store.retention import RetentionTimer
 from memory.throttle import Throttle
 
 __all__ = [
+    "disk_status",
+    "TroubleLog",
+    "ImportBusy",
+    "import_lock",
+    "disk_problem",
     "postgres_status",
     "redact_url",
     "CopyReport",

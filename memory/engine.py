@@ -60,6 +60,7 @@ from memory.roles.consolidation.role import Consolidation
 from memory.roles.episodes.role import EpisodeOps
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
+from memory.roles.journal_owed import OwedJournal
 from memory.roles.journals import JournalViews
 from memory.roles.leases import JobLeases
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
@@ -70,6 +71,7 @@ from memory.roles.procedures import ProcedureOps
 from memory.roles.retention import Retention
 from memory.roles.review.role import ReviewOps
 from memory.roles.snapshot_file import SNAPSHOT_NAME, SnapshotFile
+from memory.roles.storage_health import StorageHealth
 from memory.roles.traces import TraceOps
 from memory.roles.upkeep import MemoryUpkeep
 from memory.sessions import OperatorSessions
@@ -102,6 +104,10 @@ class Memory:
         self.sessions = OperatorSessions(self.db)
         self.journal = Journal(config.journal_dir, config.timezone)
         self.journals = JournalViews(self.db, self.journal, config, clock)
+        self.journal_owed = OwedJournal(
+            self.db, self.journal, self.journals.appender, config.ingest.clean_max_chars
+        )
+        self.storage_health = StorageHealth(self.db, self.journal_owed, clock)
         self.extractor = extractor
         self.embeddings = EmbeddingService(
             self.db,
@@ -177,6 +183,7 @@ class Memory:
             guilds=self.guilds,
             search=self._search_stats,
             rejected=self.rejected,
+            storage=self.storage_health,
         )
         self.lifecycle = MessageLifecycle(
             db=self.db,
@@ -260,13 +267,19 @@ class Memory:
         if self._started:
             return
         await self.db.open()
+        self.storage_health.opened()
         try:
             await self.guilds.load_embedding_models()
         except BaseException:
             await self.db.close()
             raise
         self._started, self._ingesting, self._ingest_stopped = True, ingest, False
+        # What a killed writer left in the journal folder may hold erased text.
+        await self.journal_owed.remove_leftovers()
         if ingest:
+            # The journal as an interrupted run left it, repaired, with the
+            # lines a full disk kept from it, before anything new is appended.
+            await self.journal_owed.at_start()
             # Deletes and edits received before a crash first: a message
             # deleted then must not be queued again by the replay below.
             await self.lifecycle.replay(self.config.ownership.owns)

@@ -4,21 +4,28 @@ SQLite stays the source of truth; these files are an operator-facing record.
 Everything here is synchronous on purpose: the engine calls it through
 ``asyncio.to_thread`` so file I/O never blocks the event loop.
 
-One ``Journal`` object per directory: its lock is what keeps ``append`` and
-``redact_user`` from interleaving, so two objects on the same directory would
-defeat it.
+One ``Journal`` object per directory in a process: its thread lock keeps
+``append`` and ``redact_user`` from interleaving. Between processes sharing
+the folder (the bot, ``guildlore dashboard``, an import), every change also
+holds an ``flock`` on the folder, so a rewrite in one process
+cannot drop a line another appends meanwhile.
+
+A line is appended whole or not at all (``memory.file_writes``): if the
+file system fails part-way (a full disk) the file is cut back, so no line is
+ever left cut short, and the message's line is owed
+(``memory.roles.journal_owed``), written later with ``append_missing``.
+Files are rewritten through a locked temp file, so the temp file of a killed
+process — which may hold text erased since — is removed at the next start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import os
 import re
-import stat
-import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -26,6 +33,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memory.clock import iso, parse_iso
 from memory.errors import ConfigError, InvalidInput
+from memory.file_writes import (
+    append_whole,
+    atomic_write_bytes,
+    cut_partial_tail,
+    folder_lock,
+    fsync_dir,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +51,9 @@ EDITED = "(edited) "
 _REWRITES_KEPT = 20_000
 
 _DAILY_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
+# A line cut short that still names its time, author, guild and channel:
+# enough to know whose message it was (``append_missing`` replaces it).
+_FRAGMENT_MIN = len("- 2024-01-01T00:00:00.000Z | ")
 # Fields never contain "|" (it is replaced on write), so " | " splits a line
 # unambiguously; the author id is the last parenthesised group before it.
 _LINE = re.compile(
@@ -56,6 +73,16 @@ class JournalLine:
     day: date
     path: Path
     text: str
+
+
+@dataclass(frozen=True)
+class Missing:
+    """What ``append_missing`` did: lines written now, lines already in their
+    file, lines whose time is not one (no day can show them)."""
+
+    written: int
+    present: int
+    unplaceable: int
 
 
 @dataclass(frozen=True)
@@ -135,46 +162,6 @@ def parse_line(line: str) -> JournalEntry | None:
     )
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so readers see the old or the new file, never half.
-
-    Temp file in the same directory (``os.replace`` must not cross file
-    systems), fsync before the rename so a power cut cannot leave an empty
-    file behind the new name, fsync the directory so the rename itself sticks.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o644  # mkstemp's 0600 would hide the file from the dashboard user
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # e.g. Windows cannot open directories; the rename is still atomic
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        logger.debug("fsync of directory %s not supported", directory)
-    finally:
-        os.close(dir_fd)
-
-
 class Journal:
     """Daily ``YYYY-MM-DD.md`` files under ``root``; days follow time zone ``tz``."""
 
@@ -187,6 +174,24 @@ class Journal:
         self.tz = tz
         self._lock = threading.Lock()
         self._rewrites: OrderedDict[tuple[str, str, str, str, str], str] = OrderedDict()
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the journal against every other writer: this process's threads
+        (a lock) and other processes on the folder (an ``flock`` on it)."""
+        with self._lock, folder_lock(self.root):
+            yield
+
+    def cut_partial_tails(self) -> list[tuple[Path, str]]:
+        """Cut the line a write left unfinished at the end of a daily file (a
+        power loss, an older version's full disk): (file, the cut text)."""
+        cut: list[tuple[Path, str]] = []
+        with self.locked():
+            for path in self.daily_files(newest_first=False):
+                tail = cut_partial_tail(path)
+                if tail is not None:
+                    cut.append((path, tail))
+        return cut
 
     # -- paths -------------------------------------------------------------
 
@@ -260,7 +265,7 @@ class Journal:
     ) -> tuple[JournalLine, bool]:
         # A delete or edit that overtook the message has rewritten its text.
         key = message_key(msg_time_iso, author_id, guild_id, channel_id, content)
-        with self._lock:
+        with self.locked():
             content = self._rewrites.get(key, content)
             line = self._line(msg_time_iso, author_name, author_id, guild_id, channel_id, content)
             if once and self._contains(line):
@@ -282,38 +287,82 @@ class Journal:
         return JournalLine(day=day, path=self.path_for(day), text=text)
 
     def _write(self, line: JournalLine) -> None:
-        """Append ``line``; the caller holds the lock."""
+        """Append ``line``, whole or not at all; the caller holds the lock."""
         self.root.mkdir(parents=True, exist_ok=True)
-        # Opened per line rather than kept open: redact_user swaps the file
-        # with os.replace, and a cached handle would keep writing to the
-        # old, unlinked inode.
-        with open(line.path, "a+b") as f:
-            size = os.fstat(f.fileno()).st_size
-            prefix = b""
-            if size == 0:
-                prefix = self.header(line.day).encode("utf-8")
-            else:
-                f.seek(size - 1)
-                if f.read(1) != b"\n":
-                    # A previous process died mid-line; start a fresh line
-                    # so this one stays parseable.
-                    prefix = b"\n"
-            # One write call per line, flushed to the OS: a SIGKILL right
-            # after append returns cannot lose it (fsync only matters for
-            # power loss, and SQLite holds the message anyway).
-            f.write(prefix + line.text.encode("utf-8") + b"\n")
-            f.flush()
+        append_whole(line.path, f"{line.text}\n".encode(), self.header(line.day).encode("utf-8"))
+
+    def append_missing(self, lines: Sequence[tuple[str, str, str, str, str, str]]) -> Missing:
+        """Write the lines (time, author name, author id, guild, channel, text)
+        not already in their day's file. A line cut short in the file (an
+        earlier version's full disk) is replaced in place by the whole line.
+        One read and at most one write per day, all under the lock; a file
+        system error stops it (what was written stays written)."""
+        by_day: dict[date, list[str]] = {}
+        unplaceable = 0
+        with self.locked():
+            for when, name, author_id, guild_id, channel_id, content in lines:
+                try:
+                    key = message_key(when, author_id, guild_id, channel_id, content)
+                    content = self._rewrites.get(key, content)
+                    line = self._line(when, name, author_id, guild_id, channel_id, content)
+                except (ValueError, TypeError):  # a time no day can show
+                    unplaceable += 1
+                    continue
+                by_day.setdefault(line.day, []).append(line.text)
+            written = present = 0
+            for day, texts in sorted(by_day.items()):
+                n = self._add_to_day(day, texts)
+                written += n
+                present += len(texts) - n
+        return Missing(written, present, unplaceable)
+
+    def _add_to_day(self, day: date, texts: list[str]) -> int:
+        path = self.path_for(day)
+        try:
+            original = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            original = ""
+        lines = original.splitlines(keepends=True)
+        present = {line.rstrip("\r\n") for line in lines}
+        todo = [t for t in dict.fromkeys(texts) if t not in present]
+        if not todo:
+            return 0
+        # A line cut short: an existing line that the start of an owed one
+        # (from its time on) continues. Looked up by that start.
+        by_start: dict[str, list[str]] = {}
+        for t in todo:
+            by_start.setdefault(t[:_FRAGMENT_MIN], []).append(t)
+        replaced: set[str] = set()
+        for i, line in enumerate(lines):
+            body = line.rstrip("\r\n")
+            if len(body) < _FRAGMENT_MIN:
+                continue
+            for whole in by_start.get(body[:_FRAGMENT_MIN], ()):
+                if whole != body and whole.startswith(body) and whole not in replaced:
+                    lines[i] = whole + "\n"
+                    replaced.add(whole)
+                    break
+        if replaced:
+            rest = [t for t in todo if t not in replaced]
+            text = "".join(lines)
+            if text and not text.endswith("\n"):
+                text += "\n"
+            atomic_write_bytes(path, (text + "".join(f"{t}\n" for t in rest)).encode("utf-8"))
+        else:
+            block = "".join(f"{t}\n" for t in todo).encode("utf-8")
+            append_whole(path, block, self.header(day).encode("utf-8"))
+        return len(todo)
 
     def write_day(self, day: date, text: str | None) -> None:
         """Replace one day's file with ``text`` atomically (None: remove it),
         under the lock that appends and redactions hold."""
         path = self.path_for(day)
-        with self._lock:
+        with self.locked():
             if text is not None:
                 atomic_write_bytes(path, text.encode("utf-8"))
             elif path.exists():
                 path.unlink()
-                _fsync_dir(path.parent)
+                fsync_dir(path.parent)
 
     @staticmethod
     def _contains(line: JournalLine) -> bool:
@@ -337,7 +386,7 @@ class Journal:
         # Whole-id match, so forgetting "12" does not mangle "<@123>".
         mention = re.compile(rf"(?<![0-9A-Za-z_]){re.escape(uid)}(?![0-9A-Za-z_])")
         removed = 0
-        with self._lock:
+        with self.locked():
             for path in self.daily_files(newest_first=False):
                 n, changed = self._redact_file(path, gid, uid, mention)
                 removed += n
@@ -354,7 +403,7 @@ class Journal:
         if not gid:
             raise InvalidInput("remove_guild needs a guild id")
         removed = 0
-        with self._lock:
+        with self.locked():
             for path in self.daily_files(newest_first=False):
                 original = path.read_text(encoding="utf-8", errors="replace")
                 out: list[str] = []
@@ -372,7 +421,7 @@ class Journal:
                     atomic_write_bytes(path, "".join(out).encode("utf-8"))
                 else:
                     path.unlink()
-                    _fsync_dir(path.parent)
+                    fsync_dir(path.parent)
         return removed
 
     def rewrite_messages(
@@ -397,7 +446,7 @@ class Journal:
                 for prefix in ("", EDITED)
             )
         changed = 0
-        with self._lock:
+        with self.locked():
             for keys in by_path.values():
                 for key in keys:
                     self._rewrites[key] = content

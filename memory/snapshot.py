@@ -19,6 +19,7 @@ from pathlib import Path
 
 from memory.clock import iso
 from memory.config import SnapshotConfig
+from memory.disk import TroubleLog
 from memory.journal import Journal, JournalEntry, atomic_write_bytes
 from memory.models import LORE_SUBJECT, Fact
 from memory.sensitive import mask_secrets
@@ -403,6 +404,7 @@ class SnapshotRefresher:
         self._closed = False
         self.runs = 0
         self.errors = 0
+        self._trouble = TroubleLog(logger)
 
     @property
     def pending(self) -> bool:
@@ -461,10 +463,13 @@ class SnapshotRefresher:
             self.runs += 1
             try:
                 await self._render()
+                self._trouble.ok("snapshot refresh")
                 return True
-            except Exception:
+            except Exception as exc:
                 self.errors += 1
-                logger.exception("snapshot refresh failed")
+                self._trouble.error(
+                    "snapshot refresh", exc, "MEMORY.md is written once there is room"
+                )
                 return False
             finally:
                 self._running = False

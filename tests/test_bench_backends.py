@@ -81,13 +81,17 @@ def test_two_engine_processes_share_one_database_and_keep_to_their_guilds(
         export=EXPORT,
     )
     with FakeServerThread(0.0, echo_facts_reply) as fake:
-        run = run_config(2, args, PgServer(pg_server), fake.base_url, tmp_path)
+        run = run_config(2, 4, args, PgServer(pg_server), fake.base_url, tmp_path)
     assert [len(r["guilds"]) for r in run["per_process"]] == [2, 1]
     assert run["only_own_messages"] is True
     assert run["every_offered_message_stored"] is True
     for r in run["per_process"]:
         assert r["sent"] > 0 and r["dropped"] == 0 and r["drained"] is True
         assert r["processed_total"] == r["sent"]
+        # The rate is made of two readings of one window, the warm-up's first.
+        (t0, n0), (t1, n1) = r["reading_at_warmup"], r["reading_at_end"]
+        assert t0 < t1 and 0 <= n0 <= n1 <= r["processed_total"]
+        assert r["processed_rate"] == pytest.approx((n1 - n0) / (t1 - t0), rel=0.01)
     by_guild = run["messages_by_guild"]
     assert sum(g["sent"] for g in by_guild.values()) == sum(r["sent"] for r in run["per_process"])
     assert all(g.get("done", 0) + g.get("skipped", 0) == g["sent"] for g in by_guild.values())

@@ -125,7 +125,7 @@ async def test_scripted_fault(fake_openai: FakeOpenAI) -> None:
 
 
 async def test_timeout_fault(fake_openai: FakeOpenAI) -> None:
-    fake_openai.fail_next("chat", Fault.timeout(5))
+    fake_openai.fail_next("chat", Fault.timeout(600))
     client = fake_openai.client(timeout=0.2)
     with pytest.raises(openai.APITimeoutError):
         await _chat(client)
@@ -188,7 +188,7 @@ def test_echo_facts_reply_answers_both_shapes() -> None:
 
 
 async def test_latency_is_added(fake_openai: FakeOpenAI) -> None:
-    fake_openai.latency_s = 0.3
+    fake_openai.latency_s = 600  # far beyond the timeout, however loaded the machine
     client = fake_openai.client(timeout=0.1)
     with pytest.raises(openai.APITimeoutError):
         await _chat(client)
@@ -273,7 +273,7 @@ async def test_close_does_not_wait_for_sleeping_faults() -> None:
         await fake.wait_for_requests(1, "chat")
     # close() woke the sleeping handler; the client sees an answer or a dropped connection
     with pytest.raises((openai.APIStatusError, openai.APIConnectionError)):
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, 30)
 
 
 async def test_separate_process_with_script(tmp_path: Path) -> None:

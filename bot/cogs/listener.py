@@ -9,6 +9,7 @@ from discord.ext import commands
 
 from bot.client import GuildloreBot
 from bot.convert import is_chat_message, names_of, to_incoming
+from memory import TroubleLog, disk_problem
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,7 @@ class Listener(commands.Cog):
         self.bot = bot
         # Names already recorded, so a busy channel costs no extra writes.
         self._named: dict[tuple[str, str], str] = {}
+        self._trouble = TroubleLog(log)
 
     async def cog_load(self) -> None:
         if not self.bot.intents.message_content:
@@ -44,9 +46,15 @@ class Listener(commands.Cog):
             log.exception("could not record the names of message %s", message.id)
         try:
             outcome = await self.bot.memory.ingest_message(to_incoming(message))
-        except Exception:
-            log.exception("could not ingest message %s", message.id)
+        except Exception as exc:
+            if disk_problem(exc) is None:
+                log.exception("could not ingest message %s", message.id)
+            else:  # said once, and counted until storing works again
+                self._trouble.error(
+                    "storing incoming messages", exc, "messages arriving meanwhile are not stored"
+                )
             return
+        self._trouble.ok("storing incoming messages")
         if outcome.status == "rejected":
             log.debug("message %s not ingested: %s", message.id, outcome.reason)
 

@@ -40,10 +40,23 @@ class CliError(Exception):
         self.code = code
 
 
+# What to do once the disk is fixed, by command (the default: run it again).
+AFTER_DISK_TROUBLE = {
+    "import": "run the same import again: it goes on where this one stopped, and what was "
+    "stored is kept",
+    "forget": "run the same forget again to finish the erase (journal lines and the file "
+    "rewrite included)",
+    "purge-guild": "run the same purge-guild again to finish it",
+    "migrate-db": "run the same migrate-db again: it resumes",
+}
+
+
 def reports_errors(
     fn: Callable[[argparse.Namespace], int],
 ) -> Callable[[argparse.Namespace], int]:
-    """Turn a ``CliError`` raised by a subcommand into its message and exit status."""
+    """Turn a ``CliError`` raised by a subcommand into its message and exit
+    status, and a full, read-only or failing disk (``memory.disk``) into one
+    line that says what happened and what to do, exit status 1."""
 
     @functools.wraps(fn)
     def wrapper(args: argparse.Namespace) -> int:
@@ -51,13 +64,40 @@ def reports_errors(
             # The engine logs at INFO for the bot's log; a terminal command
             # shows its own progress and summary instead.
             logging.getLogger().setLevel(logging.WARNING)
+            # The engine's disk trouble too: the command ends with the one
+            # line below, or its summary counts what is owed.
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(_not_disk_trouble)
         try:
             return fn(args)
         except CliError as exc:
             print(str(exc), file=sys.stderr)
             return exc.code
+        except Exception as exc:
+            line = disk_trouble_line(args, exc)
+            if line is None:
+                raise
+            print(line, file=sys.stderr)
+            return 1
 
     return wrapper
+
+
+def _not_disk_trouble(record: logging.LogRecord) -> bool:
+    return not getattr(record, "disk_trouble", False)
+
+
+def disk_trouble_line(args: argparse.Namespace, exc: BaseException) -> str | None:
+    """The one line for an error a disk caused, or None for any other error."""
+    from memory import disk_problem
+
+    problem = disk_problem(exc)
+    if problem is None:
+        return None
+    command = str(getattr(args, "command", None) or "")
+    where = getattr(args, "storage_where", None) or problem.path
+    then = AFTER_DISK_TROUBLE.get(command, "run the same command again")
+    return f"guildlore{' ' + command if command else ''}: {problem.line(where, then)}"
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
@@ -78,9 +118,12 @@ def load_cli_settings(
     given: dict[str, Any] = {"data_dir": getattr(args, "data_dir", None)}
     given.update(overrides or {})
     try:
-        return load_settings(config_file=getattr(args, "config", None), overrides=given)
+        settings = load_settings(config_file=getattr(args, "config", None), overrides=given)
     except SettingsError as exc:
         raise CliError(exc.report(), code=2) from exc
+    # Named by a disk trouble line (``reports_errors``): where the data is.
+    args.storage_where = str(settings.resolved_db_path.parent)
+    return settings
 
 
 @contextlib.asynccontextmanager
@@ -92,7 +135,7 @@ async def open_memory(
     drain_timeout: float | None = None,
 ) -> AsyncIterator[Memory]:
     """The engine for ``settings``; closed (drained, snapshot written) on exit."""
-    from memory import GuildloreError, Memory, build_clients
+    from memory import GuildloreError, Memory, build_clients, disk_problem
 
     async with build_clients(
         settings.llm_config(), use_llm_extractor=settings.use_llm_extractor
@@ -107,6 +150,8 @@ async def open_memory(
                 ingest=ingest,
             )
         except GuildloreError as exc:
+            if disk_problem(exc) is not None:
+                raise  # said in one line by ``reports_errors``
             raise CliError(f"cannot open the memory database: {exc}") from exc
         try:
             yield memory

@@ -27,6 +27,7 @@ from bot.commands.doctor_checks import (
 )
 from bot.commands.doctor_discord import check_discord
 from bot.commands.doctor_report import Report, guard
+from bot.commands.doctor_storage import check_storage
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     guard(report, "data dir", lambda: check_paths(report, settings))
     guard(report, "database", lambda: check_database(report, settings))
     guard(report, "inbox", lambda: check_inbox(report, settings))
+    guard(report, "storage", lambda: check_storage(report, settings))
     guard(report, "embeddings", lambda: check_embeddings(report, settings, args.offline))
     guard(report, "llm", lambda: check_llm(report, settings, args.offline))
     guard(report, "discord", lambda: check_discord(report, settings, args.offline))

@@ -105,11 +105,15 @@ def check_paths(report: Report, settings: Any) -> None:
                 fh.flush()
             report.add("ok", label, f"{folder} is writable")
         except OSError as exc:
+            from memory import disk_problem
+
+            problem = disk_problem(exc)
             report.add(
                 "FAIL",
                 label,
                 f"{folder} is not writable ({exc.strerror or exc})",
-                "fix its permissions, or pass --data-dir with a writable folder",
+                (problem.advice if problem is not None and problem.kind == "full" else "")
+                or "fix its permissions, or pass --data-dir with a writable folder",
             )
     where = _existing_ancestor(db.parent)
     usage = shutil.disk_usage(where)

@@ -27,9 +27,15 @@ processed at all, or that failed ``ingest.retry_max_attempts`` times, is
 imported guilds.
 
 Exit status 3 when every file was read but messages of the imported guilds
-wait for a retry or have failed: the memory is not complete yet (run the
-same import again, or ``guildlore retry``). Exit status 130 after
-Ctrl-C/SIGTERM.
+wait for a retry or have failed, or journal lines are owed (the journal's
+disk refused them; the next start writes them): the memory is not complete
+yet (run the same import again, or ``guildlore retry``). Exit status 130
+after Ctrl-C/SIGTERM.
+
+A full or read-only disk stops the import with one line that says so and
+what to do (free space, then run the same import again: it goes on where
+this one stopped). At most one import runs into a data dir at a time
+(``memory.importer.lock``).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import signal
 import stat
 import sys
@@ -149,6 +156,16 @@ def database_gone(exc: DatabaseUnavailable) -> str:
 
 
 async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> int:
+    from memory import ImportBusy, import_lock
+
+    try:
+        with import_lock(settings.memory_config()):
+            return await _import(args, settings, paths)
+    except ImportBusy as exc:
+        raise CliError(f"guildlore import: {exc}") from exc
+
+
+async def _import(args: argparse.Namespace, settings: Any, paths: list[Path]) -> int:
     from memory import DatabaseUnavailable, ImportStop, import_files
 
     total = await asyncio.to_thread(_total_bytes, paths)
@@ -182,9 +199,16 @@ async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> i
     try:
         with stop_on_signals(stop, loop):
             async with open_memory(settings, ingest=True, drain_timeout=0.1) as memory:
-                report = await import_files(
-                    memory, paths, default_guild_id=args.guild, progress=progress, stop=stop
-                )
+                try:
+                    report = await import_files(
+                        memory, paths, default_guild_id=args.guild, progress=progress, stop=stop
+                    )
+                except BaseException:
+                    # Stopped by an error that is said in one line on the way out:
+                    # that what was accepted is finished by the next run goes
+                    # without the engine's shutdown warning.
+                    logging.getLogger("memory.engine").setLevel(logging.ERROR)
+                    raise
                 progress.finish("" if report.settled else "not finished")
     except DatabaseUnavailable as exc:
         progress.finish("stopped")
@@ -212,4 +236,4 @@ async def _main(args: argparse.Namespace, settings: Any, paths: list[Path]) -> i
         return EXIT_INTERRUPTED
     if report.errors:
         return 1
-    return EXIT_INCOMPLETE if report.waiting_retry or report.failed else 0
+    return EXIT_INCOMPLETE if report.waiting_retry or report.failed or report.journal_owed else 0

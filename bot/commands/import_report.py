@@ -36,6 +36,11 @@ def summary(report: ImportReport) -> str:
         f"             {report.rate:,.0f} messages/s with message vectors too "
         f"({report.seconds:.1f} s)",
     ]
+    if s.channels:
+        lines.append(
+            f"  channels   {s.channels} channel object{'s' if s.channels != 1 else ''} "
+            "read as channel names"
+        )
     if report.skipped_files:
         n = len(report.skipped_files)
         lines.append(
@@ -60,6 +65,12 @@ def summary(report: ImportReport) -> str:
         lines.append(
             f"  warning    {report.failed} messages failed: `guildlore retry --list` shows "
             "why, `guildlore retry` tries them again"
+        )
+    if report.journal_owed:
+        lines.append(
+            f"  warning    {report.journal_owed} journal lines could not be written (the journal's "
+            "disk is full or read-only): the messages are stored and the lines are owed, "
+            "written at the next start of the bot or an import once there is room"
         )
     if report.dropped:
         lines.append(f"  warning    {report.dropped} messages dropped by the queue (replayed)")

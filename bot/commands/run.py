@@ -52,10 +52,18 @@ def run(args: argparse.Namespace) -> int:
     if not fake and not settings.discord_token:
         print(runtime.NO_TOKEN_MESSAGE, file=sys.stderr)
         return 2
-    from memory import GuildloreError
+    from memory import GuildloreError, disk_problem
 
     try:
         return asyncio.run(runtime.main(settings, fake_gateway=fake))
-    except GuildloreError as exc:  # the engine refused to start (storage, embedding model …)
+    except Exception as exc:
+        problem = disk_problem(exc)
+        if problem is not None:  # a full or read-only disk: what to do, in one line
+            where = str(settings.resolved_db_path.parent)
+            print(f"guildlore run: {problem.line(where, 'start it again')}", file=sys.stderr)
+            return 1
+        if not isinstance(exc, GuildloreError):
+            raise
+        # The engine refused to start (storage, embedding model …).
         print(f"guildlore run: {exc}", file=sys.stderr)
         return 1

@@ -19,6 +19,7 @@ from typing import Any
 
 from memory.clock import Clock, iso
 from memory.db.core import Database
+from memory.disk import disk_problem
 from memory.store import ops as store_ops
 from memory.throttle import Throttle
 
@@ -134,4 +135,6 @@ class EmbeddingActivity:
                 )
             )
         except Exception as exc:  # the log is best effort; the embedding work goes on
-            log.warning("could not write a %s row: %s", kind, exc)
+            # A full or read-only disk is said where the write failed first.
+            level = logging.DEBUG if disk_problem(exc) is not None else logging.WARNING
+            log.log(level, "could not write a %s row: %s", kind, exc)

@@ -26,6 +26,7 @@ import numpy as np
 from memory.clock import Clock, iso
 from memory.config import EmbeddingConfig
 from memory.db.core import Database
+from memory.disk import TroubleLog, disk_problem
 from memory.embed.activity import EmbeddingActivity, EmbeddingStats
 from memory.embed.base import (
     Embedder,
@@ -107,6 +108,7 @@ class EmbeddingService:
         self._background_pool: ThreadPoolExecutor | None = None
         self.stats = EmbeddingStats()
         self.activity = EmbeddingActivity(db, clock)
+        self._trouble = TroubleLog(log)
 
     # -- models -------------------------------------------------------------------
     def set_guild_model(self, guild_id: str, model: str | None) -> None:
@@ -283,6 +285,7 @@ class EmbeddingService:
             log.info("embedded %d facts that had no vector", totals["facts"])
 
     async def _batch_done(self, guild_id: str, *, facts: int, messages: int) -> None:
+        self._trouble.ok("embedding")
         model = self.model_for_guild(guild_id)
         if model is not None:
             await self.activity.batch(
@@ -292,7 +295,11 @@ class EmbeddingService:
     async def _failed(self, exc: BaseException, guild_id: str | None, source: str) -> None:
         self.stats.errors += 1
         self.stats.last_error = str(exc)[:300]
-        log.warning("embedding failed: %s", exc)
+        problem = disk_problem(exc)
+        if problem is None:
+            log.warning("embedding failed: %s", exc)
+        else:  # said once while the disk refuses: the vectors are made afterwards
+            self._trouble.failed("embedding", problem, "the vectors are made once it works")
         model = self.model_for_guild(guild_id) if guild_id is not None else self.default_model
         await self.activity.error(exc, guild_id=guild_id, model=model, source=source)
 

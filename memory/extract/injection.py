@@ -27,11 +27,13 @@ rejects the text:
   injection/engineering/leak" and a "prompt:" label;
 * override phrases: ignore/disregard/bypass/pay no attention to/do not
   follow … previous/prior/earlier/above/original or … the rules/directions
-  (up to three words apart); forget all/everything/the previous …; "from now
+  (up to three words apart); ignore/disregard … everything/all/whatever
+  you were told (said, taught …) or everything before/so far; forget
+  all/everything/the previous …; "from now
   on", "you are now", "you are no longer", "you must", "you will now"; "act
   as if", "pretend you", "you have no rules"; "do anything now", "developer
-  mode"; print/reveal/show/repeat your rules/instructions/prompt, "what are
-  your rules";
+  mode"; print/reveal/show/repeat your rules/instructions/prompt/setup/
+  settings, "what are your rules";
 * output directives: always/never + reply/respond/say/output/answer/print/
   mention/reveal in the *base* form — the imperative ("Always reply in
   French.") is rejected, a description of a person ("Ana always replies
@@ -125,8 +127,16 @@ _REVEAL_VERBS = (
     r"(?:print|reveal|show|repeat|dump|leak|output|display|tell|give|share|list|recite|echo|"
     r"disclose|expose)"
 )
+# "Everything", and the other words for all of what came before.
+_ALL_OF_IT = r"(?:everything|all|anything|whatever|what|all\s+that|everything\s+that)"
 _OVERRIDE = re.compile(
     rf"\b{_DROP_VERBS}\b(?:\W+\w+){{0,3}}?\W+{_EARLIER}\b"
+    # Everything it was told, however said ("disregard everything you were
+    # told before", "ignore whatever you've been taught"), or everything so far.
+    rf"|\b{_DROP_VERBS}\s+(?:about\s+)?(?:all\s+(?:of\s+)?)?{_ALL_OF_IT}\b"
+    r"(?:\W+\w+){0,4}?\W+(?:told|said|taught|given|instructed|asked|programmed|trained)\b"
+    rf"|\b{_DROP_VERBS}\s+{_ALL_OF_IT}\s+(?:(?:that\s+)?(?:came|comes|was|is|written|said)\s+)?"
+    r"(?:before|above|so\s+far|until\s+now|up\s+(?:to|until)\s+(?:now|here)|previously)\b"
     r"|\bforget\s+(?:all|everything|what\s+you)\b"
     rf"|\bforget\s+(?:about\s+)?(?:the|your|any|those|these)\s+(?:\w+\s+)?{_EARLIER}\b"
     r"|\bfrom\s+(?:now|this\s+(?:point|moment|message))\s+(?:on|onwards?|forward)\b"
@@ -139,7 +149,7 @@ _OVERRIDE = re.compile(
     r"|\bnew\s+(?:rules|persona)\b"
     rf"|\b{_REVEAL_VERBS}\b(?:\s+(?:me|us|out|back|all|of|everything))*\s+"
     rf"(?:your|ur|the\s+(?:system|hidden|initial|original|internal|secret|full|exact))\s+"
-    rf"(?:\w+\s+)?(?:{_RULE_NOUNS}|prompts?|configuration|config)\b"
+    rf"(?:\w+\s+)?(?:{_RULE_NOUNS}|prompts?|configuration|config|setup|set-up|settings)\b"
     rf"|\bwhat\s+(?:are|were|is)\s+your\s+(?:\w+\s+)?(?:{_RULE_NOUNS}|prompts?)\b"
 )
 _ALWAYS_NEVER = re.compile(

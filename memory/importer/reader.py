@@ -15,6 +15,11 @@ whitespace:
   as a bot or ``GET /channels/{id}/messages`` sees it, also wrapped as
   thread archives (``memory.importer.threads``).
 
+An API dump also holds channel objects beside the messages (a
+``channel_data.json`` with the forum channel, a ``GET /guilds/{id}/channels``
+array): they are read as channel metadata, the guild's channel names
+(``memory.importer.channels``), not as a wrong schema.
+
 Edits and pins (DCE ``timestampEdited``/``isPinned``, API
 ``edited_timestamp``/``pinned``) mark the journal line edited and make canon lore.
 
@@ -69,6 +74,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from memory.errors import ImportFormatError, InvalidInput, NotRegularFile
+from memory.importer.channels import CHANNEL_FIELDS, ChannelInfo, channel_info, looks_like_channel
 from memory.importer.convert import (
     CONTENT_MAX_CHARS,
     DCE_DM_GUILD_ID,
@@ -107,7 +113,7 @@ __all__ = [
     "read_header",
 ]
 
-ExportFormat = Literal["dce", "api", "thread"]
+ExportFormat = Literal["dce", "api", "thread", "channel"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +130,12 @@ class ImportRecord:
     skip_reason: str | None = None
     message_id: str | None = None
     detail: str | None = None  # why a record is "bad_record", for logs
+    # A channel object of an API dump: metadata, neither a message nor a skip.
+    channel: ChannelInfo | None = None
 
     @property
     def skipped(self) -> bool:
-        return self.message is None
+        return self.message is None and self.channel is None
 
 
 @dataclass
@@ -138,10 +146,13 @@ class ImportStats:
     skipped: Counter[str] = field(default_factory=Counter)
     bytes: int = 0
     files: int = 0
+    channels: int = 0  # channel objects read as channel metadata
 
     def add(self, record: ImportRecord) -> None:
         if record.message is not None:
             self.messages += 1
+        elif record.channel is not None:
+            self.channels += 1
         else:
             self.skipped[record.skip_reason or "bad_record"] += 1
 
@@ -154,6 +165,7 @@ class ImportStats:
         self.skipped.update(other.skipped)
         self.bytes += other.bytes
         self.files += other.files
+        self.channels += other.channels
 
     @property
     def total_skipped(self) -> int:
@@ -165,6 +177,7 @@ class ImportStats:
             "skipped": dict(sorted(self.skipped.items())),
             "bytes": self.bytes,
             "files": self.files,
+            "channels": self.channels,
         }
 
     def summary(self) -> str:
@@ -252,6 +265,15 @@ def read_header(path: Path | str) -> ExportHeader:
         if first != "{":
             raise not_an_export(reader, first)
         header = _read_dce_header(reader)
+        if "messages" not in header:  # a channel object (``_read_dce_header``)
+            return ExportHeader(
+                format="channel",
+                size=size,
+                guild_id=snowflake(header.get("guild_id")),
+                channel_id=snowflake(header.get("id")),
+                channel_name=clean_name(header.get("name")),
+                channel_type="channel",
+            )
         thread = thread_object(header)
         if thread is not None:
             return ExportHeader(
@@ -357,12 +379,17 @@ def _open_error(path: Path, exc: OSError) -> ImportFormatError:
 # DCE exports
 
 _DCE_HEADER_KEYS = frozenset({"guild", "channel", "dateRange", "exportedAt", "thread"})
+# Keys that make an object something other than a channel (a message, an export).
+_NOT_CHANNEL = frozenset({"author", "channel_id", "content", "guild", "channel", "thread"})
 
 
 def _read_dce_header(reader: ExportReader) -> dict[str, Any]:
-    """Consume ``{`` and keys up to and including ``"messages":``."""
+    """Consume ``{`` and keys up to and including ``"messages":`` (the header
+    then holds ``"messages": None``); or the whole object when it is a Discord
+    channel object (``memory.importer.channels``; no ``"messages"`` key)."""
     reader.take("{", "at the start of the export")
     header: dict[str, Any] = {}
+    fields: dict[str, Any] = {}
     keys: list[str] = []
     if reader.peek() == "}":
         raise reader.error("wrong schema: an empty JSON object, not a DiscordChatExporter export")
@@ -372,15 +399,21 @@ def _read_dce_header(reader: ExportReader) -> dict[str, Any]:
         if key == "messages":
             if reader.peek() != "[":
                 raise reader.error("wrong schema: 'messages' is not an array")
+            header["messages"] = None
             return header
         value = reader.value(f"the '{key}' field")
         if key in _DCE_HEADER_KEYS:
             header[key] = value  # others may be large and are not needed
+        if key in CHANNEL_FIELDS:
+            fields[key] = value
         got = reader.peek()
         if got == ",":
             reader.advance(reader.i + 1)
             continue
         if got == "}":
+            reader.advance(reader.i + 1)
+            if not _NOT_CHANNEL.intersection(keys) and looks_like_channel(fields):
+                return fields
             raise reader.error(
                 "wrong schema: JSON object without a 'messages' array "
                 f"(keys: {', '.join(keys)}); not a DiscordChatExporter export"
@@ -437,6 +470,9 @@ def _dce_channel(reader: ExportReader, header: dict[str, Any]) -> Channel:
 
 def _iter_dce(reader: ExportReader, default_guild_id: str | None) -> Iterator[ImportRecord]:
     header = _read_dce_header(reader)
+    if "messages" not in header:  # one channel object: its metadata is the file
+        yield _channel_record(reader, 0, header, default_guild(default_guild_id))
+        return
     thread = thread_object(header)
     ctx = None if thread is not None else _dce_channel(reader, header)
     guild = thread_guild(thread, default_guild_id) if thread is not None else None
@@ -487,6 +523,11 @@ def _iter_api(reader: ExportReader, default_guild_id: str | None) -> Iterator[Im
             for n, converted in thread_messages(obj, elements, fallback):
                 yield _record(reader, n, converted)
             return
+        if looks_like_channel(obj):
+            # A channel list (``GET /guilds/{id}/channels``), or channels
+            # beside messages: metadata.
+            yield _channel_record(reader, index, obj, fallback)
+            continue
         if index == 0 and not looks_like_api_message(obj):
             hint = (
                 "; it looks like a list of DiscordChatExporter exports — import each file"
@@ -495,6 +536,19 @@ def _iter_api(reader: ExportReader, default_guild_id: str | None) -> Iterator[Im
             )
             raise reader.error(
                 "wrong schema: the array's first element is not a Discord API message "
-                f"(needs 'id', 'channel_id' and 'author'){hint}"
+                f"(needs 'id', 'channel_id' and 'author') or a channel object{hint}"
             )
         yield _record(reader, index, from_api(obj, fallback))
+
+
+def _channel_record(
+    reader: ExportReader, index: int, obj: dict[str, Any], fallback: str | None
+) -> ImportRecord:
+    info, reason = channel_info(obj, fallback)
+    return ImportRecord(
+        position=reader.offset,
+        index=index,
+        channel=info,
+        skip_reason=reason,
+        message_id=snowflake(obj.get("id")),
+    )

@@ -111,6 +111,9 @@ class ImportReport:
     # waiting for a retry, or given up.
     waiting_retry: int = 0
     failed: int = 0
+    # Journal lines the disk refused (full, read-only), at the end: owed,
+    # written at the next start (``memory.roles.journal_owed``).
+    journal_owed: int = 0
     # The whole process's high-water mark, set by a command (None in-process).
     peak_rss_mib: float | None = None
 
@@ -139,6 +142,7 @@ class ImportReport:
             "pinned": self.pinned,
             "waiting_retry": self.waiting_retry,
             "failed": self.failed,
+            "journal_owed": self.journal_owed,
             "errors": list(self.errors),
             "skipped_files": list(self.skipped_files),
             "interrupted": self.interrupted,
@@ -243,6 +247,7 @@ async def _run_import(
         counts = await memory.inbox.unfinished_counts(sorted(guilds))
         report.waiting_retry = counts.get("retry", 0)
         report.failed = counts.get("failed", 0)
+    report.journal_owed = await memory.journal_owed.count()
     report.seconds = time.monotonic() - started
     after = memory.admin.counters()
     for name, key in (
@@ -352,6 +357,8 @@ async def _read_all(
                 channels={header.channel_id: header.channel_name} if header.channel_name else None,
             )
         members: dict[str, dict[str, str]] = {}
+        # Channel objects of an API dump: the guild's channel names.
+        channels: dict[str, dict[str, str]] = {}
         it = iter_export(path, default_guild_id=default_guild_id)
         position = 0
         try:
@@ -360,6 +367,10 @@ async def _read_all(
                 messages = []
                 for rec in records:
                     file_stats.add(rec)
+                    if rec.channel is not None and rec.channel.name:
+                        channels.setdefault(rec.channel.guild_id, {})[rec.channel.channel_id] = (
+                            rec.channel.name
+                        )
                     if rec.message is not None:
                         messages.append(rec.message)
                         m = rec.message
@@ -393,6 +404,8 @@ async def _read_all(
             if gid and names:
                 guilds.add(gid)
                 await memory.guilds.set_names(gid, members=names)
+        for gid, named in channels.items():
+            await memory.guilds.set_names(gid, channels=named)
         show(0, force=True)
 
 

@@ -34,6 +34,7 @@ from memory.clock import Clock, iso, parse_iso
 from memory.config import IngestConfig
 from memory.db.core import Connection, Database
 from memory.decision import DECISION_KINDS, DecisionKind
+from memory.disk import TroubleLog, disk_problem
 from memory.embed.service import EmbeddingService
 from memory.errors import ExtractionError
 from memory.extract.base import ExtractionItem, Extractor
@@ -112,6 +113,7 @@ class BatchProcessor:
         self.retry = RetryPolicy.from_config(cfg)
         self._per_model: dict[str, Extractor] = {}
         self.stats = PipelineStats()
+        self._trouble = TroubleLog(log)
 
     async def __call__(self, jobs: Sequence[Job]) -> None:
         cleaned = [clean_message(j.msg.content, self.cfg.clean_max_chars) for j in jobs]
@@ -230,10 +232,22 @@ class BatchProcessor:
             return done_before, None, {}
         written, broken, exc = await asyncio.to_thread(self._append_lines, self.journal, todo)
         if exc is None:
+            self._trouble.ok("journal write")
             return done_before | set(written), None, broken
-        # The file system failed, not the message: go on without the line.
+        # The file system failed, not the message: go on without the line,
+        # which is owed (the message is finished with journaled = 0) and
+        # written later (``memory.roles.journal_owed``).
         self.stats.journal_errors += 1
-        log.error("journal write failed: %s", exc)
+        problem = disk_problem(exc)
+        if problem is not None:
+            self._trouble.failed(
+                "journal write",
+                problem,
+                "the messages are stored and their lines are owed: written at the next start, "
+                "or by the journal job once there is room",
+            )
+        else:
+            log.error("journal write failed: %s; the lines are owed", exc)
         error = {"kind": "bot_error", "message": f"memory_daily_log_write: {exc}", "detail": None}
         return done_before | set(written), error, broken
 
@@ -371,6 +385,10 @@ class BatchProcessor:
                 return self._write_one(con, p, now)
             except Exception as exc:
                 con.execute("ROLLBACK TO message")
+                if disk_problem(exc) is not None:
+                    # The disk, not this message: the whole write fails and
+                    # the message stays unfinished, processed again later.
+                    raise
                 reason = _describe(exc)
             finally:
                 con.execute("RELEASE message")

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.config import IngestConfig
+from memory.disk import TroubleLog
 from memory.ingest.in_order import InOrder
 from memory.ingest.inbox import Inbox
 from memory.ingest.jobs import Batch as Batch
@@ -118,6 +119,7 @@ class IngestQueue:
         self._closing = False
         self.accepting = True
         self.stats = IngestStats()
+        self._trouble = TroubleLog(log)
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> None:
@@ -441,6 +443,7 @@ class IngestQueue:
         error: Exception | None = None
         try:
             await self._process(batch)
+            self._trouble.ok("ingest batch")
         except asyncio.CancelledError:
             batch.extraction_done()
             batch.set_active(False)
@@ -451,7 +454,7 @@ class IngestQueue:
             self._in_flight -= len(batch)
             raise
         except Exception as exc:
-            log.exception("ingest batch of %d failed", len(batch))
+            self._trouble.error("ingest batch", exc, "its messages stay in the inbox, to retry")
             self.stats.failed_batches += 1
             error = exc
         batch.extraction_done()
@@ -460,8 +463,8 @@ class IngestQueue:
             # Its unwritten messages wait for a retry, logged: no restart needed.
             try:
                 await self._inbox.batch_failed(batch, error)
-            except Exception:
-                log.exception("could not record the failed batch")
+            except Exception as exc:
+                self._trouble.error("recording the failed batch", exc, "it stays unfinished")
         # Jobs the processor did not get to write (it failed, or it did not
         # set ``written``) let their authors' successors through only after
         # their own predecessors wrote.

@@ -13,11 +13,13 @@ from typing import Any
 from memory.clock import Clock, iso
 from memory.config import MemoryConfig
 from memory.db.core import Database
+from memory.disk import disk_problem
 from memory.embed.service import EmbeddingService
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
 from memory.models import ActionLogEntry
 from memory.roles.guilds import GuildOps
+from memory.roles.storage_health import StorageHealth
 from memory.snapshot import SnapshotRefresher
 from memory.store import ops as store_ops
 
@@ -25,6 +27,16 @@ LOG_LIMIT_MAX = 500
 # How often a health read that waits on the database looks whether the
 # database has meanwhile been found unreachable (then health answers without it).
 HEALTH_WATCH_S = 0.1
+# Health's counts when the database cannot be read (damaged, gone).
+_UNREAD: dict[str, Any] = {
+    "facts_active": 0,
+    "facts_total": 0,
+    "facts_fts_rows": 0,
+    "messages": 0,
+    "messages_fts_rows": 0,
+    "message_states": {},
+    "vectors": {},
+}
 
 
 @dataclass
@@ -64,6 +76,7 @@ class AdminOps:
         guilds: GuildOps,
         search: SearchStats,
         rejected: dict[str, int],
+        storage: StorageHealth | None = None,
     ) -> None:
         self._db = db
         self._config = config
@@ -75,6 +88,7 @@ class AdminOps:
         self._guilds = guilds
         self._search = search
         self._rejected = rejected  # reason → count, kept by Memory.ingest_message
+        self._storage = storage
 
     # -- the action log --------------------------------------------------------------------
     async def log_action(
@@ -237,13 +251,21 @@ class AdminOps:
 
     async def health(self) -> dict[str, Any]:
         database = self.database()
+        warnings: list[str] = []
         counts = None
         if database["reachable"] and not database["failure"]:
-            counts = await self._unless_unreachable(self._db.read(store_ops.health_counts))
+            try:
+                counts = await self._unless_unreachable(self._db.read(store_ops.health_counts))
+            except Exception as exc:
+                problem = disk_problem(exc)
+                if problem is None:
+                    raise
+                # Health must say so, not fail: what the file checks found follows.
+                counts = dict(_UNREAD)
+                warnings.append(f"the database cannot be read: {problem.describe()}")
             database = self.database()
         if counts is None:
             return self._database_away(database)
-        warnings: list[str] = []
         if counts["facts_fts_rows"] != counts["facts_total"]:
             warnings.append(
                 f"fact FTS rows ({counts['facts_fts_rows']}) != facts ({counts['facts_total']})"
@@ -270,8 +292,12 @@ class AdminOps:
                 f"{failed} messages failed processing: `guildlore retry` lists the reasons "
                 "and tries them again"
             )
+        storage = None if self._storage is None else await self._storage.report()
+        if storage is not None:
+            warnings.extend(storage.warnings)
         return {
             **counts,
+            "storage": None if storage is None else storage.as_dict(),
             "messages_retry": waiting,
             "messages_failed": failed,
             "sqlite": self._db.versions,

@@ -114,7 +114,8 @@ def make_private(h: Harness, channel: Any, *readers: discord.Member) -> None:
 
 
 async def make_harness(memory: Memory, fake: FakeOpenAI, *, chat: bool = True) -> Harness:
-    model = ChatModel(fake.client(), "gpt-4o-mini", timeout_s=2.0) if chat else None
+    # All the time a loaded machine needs: a test of the timeout shortens it.
+    model = ChatModel(fake.client(), "gpt-4o-mini", timeout_s=30.0) if chat else None
     intents = make_intents()
     # dpytest builds its fake members through the member cache, which needs this
     # intent; the bot itself never relies on it (messages and interactions carry
@@ -451,13 +452,17 @@ async def test_reply_in_public_channel_hides_private_channel_memory(harness: Har
 
 @pytest.mark.parametrize(
     "fault",
-    [Fault.status(500), Fault.status(429), Fault.timeout(5.0), Fault.malformed()],
+    [Fault.status(500), Fault.status(429), Fault.timeout(600.0), Fault.malformed()],
     ids=["500", "429", "timeout", "malformed-body"],
 )
 async def test_llm_failures_get_an_apology(harness: Harness, fault: Fault) -> None:
     h = harness
+    assert h.bot.chat is not None
+    if fault.kind == "timeout":
+        h.bot.chat.timeout_s = 0.5  # against a server that never answers in time
     h.fake.script_chat(fault)
     trigger = await h.say(f"{h.mention} hello?")
+    h.bot.chat.timeout_s = 30.0
     assert [m.content for m in h.sent()] == [APOLOGY]
     errors = await h.memory.admin.action_log(kind="bot_error", guild_id=str(h.guild.id))
     assert len(errors) == 1

@@ -146,7 +146,7 @@ async def test_expiry_job_drops_unanswered_facts(make_memory: Any, fake_openai: 
 
 
 async def test_llm_labels_through_the_bot(make_memory: Any, fake_openai: FakeOpenAI) -> None:
-    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=5.0)
+    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=30.0)
     memory = await make_memory(extractor=extractor)
     h = await make_harness(memory, fake_openai, chat=False)
     fact = {"fact": "Alice takes insulin daily.", "type": "profile", "confidence": 0.8}

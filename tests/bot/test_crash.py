@@ -84,7 +84,7 @@ async def test_sigkill_mid_stream_loses_nothing_and_processes_once(
     ext = ScriptedExtractor(echo_fact)
     mem = await make_memory(extractor=ext, data_dir=data, embeddings="none")
     await eventually(lambda: mem.queue.idle() and mem.queue.stats.replayed > 0)
-    assert await mem.drain(10)
+    assert await mem.drain(30)
     states = await mem.db.read(store_messages.message_states, acked)
     assert set(states) == set(acked), "every acknowledged message is in `messages`"
     assert {s for s, _ in states.values()} == {"done"}

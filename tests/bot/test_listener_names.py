@@ -11,8 +11,8 @@ import pytest
 import pytest_asyncio
 
 from memory.errors import StorageError
-from tests.fakeopenai import FakeOpenAI
 from tests.bot.test_bot import Harness, open_harness
+from tests.fakeopenai import FakeOpenAI
 
 
 @pytest_asyncio.fixture

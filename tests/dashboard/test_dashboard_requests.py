@@ -200,7 +200,7 @@ async def test_malformed_requests_are_400_and_one_log_line_without_a_trace(
             answer = await _exchange(port, raw)
             status_line = answer.split(b"\r\n", 1)[0]
             assert status_line.startswith(b"HTTP/1.") and b" 400 " in status_line, (name, answer)
-            await asyncio.sleep(0.05)  # the server logs after answering
+            await _access_logged(caplog, first)  # the server logs after answering
             logged = [
                 r
                 for r in caplog.records[first:]

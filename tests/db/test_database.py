@@ -184,10 +184,12 @@ async def test_exclusive_holding_reads_waits_for_them_and_empties_the_wal(tmp_pa
     read_may_end = threading.Event()
     fn_may_end = threading.Event()
     fn_started = threading.Event()
+    read_started = threading.Event()
     order: list[str] = []
 
     def long_read(con: Any) -> None:
         con.execute("SELECT count(*) FROM guild_settings").fetchone()
+        read_started.set()
         read_may_end.wait(30)
         order.append("first read ends")
 
@@ -211,7 +213,7 @@ async def test_exclusive_holding_reads_waits_for_them_and_empties_the_wal(tmp_pa
             await db.write(_put, f"k{i}", "x" * 2000)
         assert _size(wal) > 0
         first = asyncio.create_task(db.read(long_read))
-        await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(read_started.wait, 30)  # the read is in progress
         job = asyncio.create_task(db.exclusive(truncate, hold_reads=True))
         await asyncio.sleep(0.1)
         assert not fn_started.is_set()  # the read in progress holds it back

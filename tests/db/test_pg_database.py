@@ -47,7 +47,7 @@ def test_a_commit_names_the_guilds_it_changed_or_says_it_cannot() -> None:
     assert json.loads(commit_note("me", None)) == {"t": "me", "v": [], "s": []}
 
 
-async def _until(check: Callable[[], Any], seconds: float = 10.0) -> None:
+async def _until(check: Callable[[], Any], seconds: float = 30.0) -> None:
     for _ in range(int(seconds / 0.05)):
         if await check():
             return

@@ -321,7 +321,7 @@ async def test_openai_failures_become_embedding_errors(
 
 async def test_openai_timeout_becomes_embedding_error(fake_openai: FakeOpenAI) -> None:
     client = fake_openai.client(timeout=0.2)
-    fake_openai.fail_next("embeddings", Fault.timeout(2.0))
+    fake_openai.fail_next("embeddings", Fault.timeout(600.0))
     with pytest.raises(EmbeddingError):
         await OpenAIEmbedder(client).embed(["hello"])
     await client.close()

@@ -420,7 +420,7 @@ async def test_llm_transport_errors(
 
 
 async def test_llm_timeout(fake_openai: FakeOpenAI) -> None:
-    fake_openai.fail_next("chat", Fault.timeout(5))
+    fake_openai.fail_next("chat", Fault.timeout(600))
     with pytest.raises(ExtractionError) as info:
         await make_llm(fake_openai, timeout_s=0.2).extract("I work as a nurse", "Ana", 4)
     assert isinstance(info.value.__cause__, openai.APITimeoutError)
@@ -429,9 +429,10 @@ async def test_llm_timeout(fake_openai: FakeOpenAI) -> None:
 async def test_llm_latency(fake_openai: FakeOpenAI) -> None:
     fake_openai.latency_s = 0.1
     fake_openai.script_chat(facts_json(NURSE))
-    out = await make_llm(fake_openai, timeout_s=2).extract("I work as a nurse in Berlin", "Ana", 4)
+    # Within the timeout however loaded the machine; then far beyond it.
+    out = await make_llm(fake_openai, timeout_s=30).extract("I work as a nurse in Berlin", "Ana", 4)
     assert len(out) == 1
-    fake_openai.latency_s = 0.6
+    fake_openai.latency_s = 600
     with pytest.raises(ExtractionError):
         await make_llm(fake_openai, timeout_s=0.2).extract("I work as a nurse", "Ana", 4)
 

@@ -597,6 +597,7 @@ def test_stats() -> None:
         "skipped": {"dm": 1, "empty_content": 2},
         "bytes": 150,
         "files": 2,
+        "channels": 0,
     }
     assert stats.total_skipped == 3
     assert stats.summary().startswith("5 messages, 3 skipped (empty_content 2, dm 1)")

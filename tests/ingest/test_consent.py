@@ -226,7 +226,7 @@ def _labels(*categories: str) -> str:
 async def test_llm_label_queues_what_the_lists_miss(
     make_memory: Any, fake_openai: FakeOpenAI
 ) -> None:
-    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=5.0)
+    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=30.0)
     mem = await make_memory(embeddings="none", extractor=extractor)
     fake_openai.script_chat(_extraction("Alice takes insulin every morning."), _labels("health"))
     await say(mem, "I take insulin every morning.")
@@ -239,7 +239,7 @@ async def test_llm_label_queues_what_the_lists_miss(
 
 
 async def test_llm_label_none_is_stored(make_memory: Any, fake_openai: FakeOpenAI) -> None:
-    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=5.0)
+    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=30.0)
     mem = await make_memory(embeddings="none", extractor=extractor)
     fake_openai.script_chat(_extraction("Alice sings in a church choir."), _labels("none"))
     await say(mem, "I sing in a church choir.")
@@ -249,7 +249,7 @@ async def test_llm_label_none_is_stored(make_memory: Any, fake_openai: FakeOpenA
 async def test_llm_label_failure_falls_back_to_the_lists(
     make_memory: Any, fake_openai: FakeOpenAI
 ) -> None:
-    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=5.0)
+    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=30.0)
     mem = await make_memory(embeddings="none", extractor=extractor)
     fake_openai.script_chat(_extraction("Alice has diabetes."), Fault.status(500))
     await say(mem, "I have diabetes.")
@@ -265,7 +265,7 @@ async def test_llm_label_failure_falls_back_to_the_lists(
 
 
 async def test_store_mode_makes_no_label_call(make_memory: Any, fake_openai: FakeOpenAI) -> None:
-    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=5.0)
+    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=30.0)
     mem = await make_memory(embeddings="none", extractor=extractor)
     await mem.guilds.set_setting(GUILD, "sensitive_facts", "store")
     fake_openai.script_chat(_extraction("Alice has diabetes."))

@@ -155,7 +155,7 @@ async def test_guild_extract_model_setting_is_used(
 ) -> None:
     models: list[str] = []
     fake_openai.chat_handler = _batch_answer(models)
-    extractor = LLMExtractor(fake_openai.client(), "default-model", timeout_s=5.0)
+    extractor = LLMExtractor(fake_openai.client(), "default-model", timeout_s=30.0)
     mem = await make_memory(extractor=extractor, embeddings="none")
     assert await (await mem.ingest_message(msg("I build canoes in my garage."))).wait()
     await mem.guilds.set_setting(GUILD, "extract_model", "small-model")

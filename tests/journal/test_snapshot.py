@@ -507,7 +507,7 @@ async def test_close_waits_for_running_render_and_drops_pending() -> None:
     await asyncio.sleep(0.05)
     assert not closing.done()  # still waiting for the write in progress
     render.release.set()
-    await asyncio.wait_for(closing, 5)
+    await asyncio.wait_for(closing, 30)
     assert not r.running
     await asyncio.sleep(0.05)
     assert render.calls == 1

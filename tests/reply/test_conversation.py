@@ -66,7 +66,8 @@ async def compose(
     """One reply; ``chat``: the process's chat model when a test follows what
     it learns from one reply to the next (as the bot keeps one)."""
     own = chat is None
-    chat = chat or ChatModel(fake.client(), "gpt-4o-mini", timeout_s=2.0)
+    # All the time a loaded machine needs: a test of the timeout passes its own.
+    chat = chat or ChatModel(fake.client(), "gpt-4o-mini", timeout_s=30.0)
     try:
         return await compose_reply(mem, chat, req, persona=PERSONA, temperature=0.7, max_tokens=700)
     finally:
@@ -248,7 +249,7 @@ async def test_output_that_is_not_json_is_the_reply(
 
 @pytest.mark.parametrize(
     "fault",
-    [Fault.status(500), Fault.status(429), Fault.timeout(5.0), Fault.malformed()],
+    [Fault.status(500), Fault.status(429), Fault.timeout(600.0), Fault.malformed()],
     ids=["500", "429", "timeout", "malformed-body"],
 )
 async def test_a_model_failure_is_an_llm_error(
@@ -256,8 +257,14 @@ async def test_a_model_failure_is_an_llm_error(
 ) -> None:
     mem = await make_memory()
     fake_openai.script_chat(fault)
-    with pytest.raises(LLMError):
-        await compose(mem, fake_openai, request("hello?"))
+    chat = ChatModel(
+        fake_openai.client(), "gpt-4o-mini", timeout_s=0.5 if fault.kind == "timeout" else 30.0
+    )
+    try:
+        with pytest.raises(LLMError):
+            await compose(mem, fake_openai, request("hello?"), chat)
+    finally:
+        await chat.client.close()
 
 
 @pytest.mark.parametrize("garbage", ["", "   ", '{"memoryLine": "x"}', '{"text": [1, 2'])
@@ -436,7 +443,7 @@ async def test_a_model_that_writes_the_call_as_text_gets_the_directive_from_then
         reply_json("You hike [M1]."),
         reply_json("Hello."),
     )
-    chat = ChatModel(fake_openai.client(), "gpt-4o-mini", timeout_s=2.0)
+    chat = ChatModel(fake_openai.client(), "gpt-4o-mini", timeout_s=30.0)
     result = await compose(mem, fake_openai, request("what do I do on weekends?"), chat)
     assert result.text == "You hike [M1]." and result.mode == "directive"
     assert result.offered_tool

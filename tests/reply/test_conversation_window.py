@@ -109,7 +109,7 @@ async def test_unreadable_and_excluded_channels_never_enter(
     # A channel excluded after its messages were stored is left out of the window too.
     await mem.guilds.set_setting(GUILD, "excluded_channels", CHANNEL)
     fake_openai.script_chat(REPLY)
-    chat = ChatModel(fake_openai.client(), "gpt-4o-mini", timeout_s=2.0)
+    chat = ChatModel(fake_openai.client(), "gpt-4o-mini", timeout_s=30.0)
     result = await compose_reply(
         mem,
         chat,
@@ -130,7 +130,7 @@ async def test_no_window_where_memory_is_off(make_memory: Any, fake_openai: Fake
     await say(mem, "chatter from before", 1)
     await mem.guilds.set_setting(GUILD, "memory_enabled", "false")
     fake_openai.script_chat(REPLY)
-    chat = ChatModel(fake_openai.client(), "gpt-4o-mini", timeout_s=2.0)
+    chat = ChatModel(fake_openai.client(), "gpt-4o-mini", timeout_s=30.0)
     result = await compose_reply(
         mem, chat, request("hi", created_at=at(10)), persona="p", temperature=0.7, max_tokens=50
     )
@@ -264,7 +264,7 @@ async def test_compose_puts_the_window_between_system_and_member(
     trigger = await say(mem, "is June too early?", 4)
     answer = json.dumps({"text": "June works.", "memoryLine": None, "memoryLookupQuery": None})
     fake_openai.script_chat(answer)
-    chat = ChatModel(fake_openai.client(), "gpt-4o-mini", timeout_s=2.0)
+    chat = ChatModel(fake_openai.client(), "gpt-4o-mini", timeout_s=30.0)
     result = await compose_reply(
         mem,
         chat,

@@ -115,7 +115,7 @@ async def test_complete_errors_are_llm_errors(
 
 async def test_complete_timeout(fake_openai: FakeOpenAI) -> None:
     model = ChatModel(fake_openai.client(), "m", timeout_s=0.2)
-    fake_openai.fail_next("chat", Fault.timeout(5))
+    fake_openai.fail_next("chat", Fault.timeout(600))
     with pytest.raises(LLMError, match="timed out") as info:
         await model.complete([{"role": "user", "content": "json"}])
     assert isinstance(info.value.__cause__, openai.APITimeoutError)
@@ -123,9 +123,10 @@ async def test_complete_timeout(fake_openai: FakeOpenAI) -> None:
 
 async def test_complete_latency_within_timeout(fake_openai: FakeOpenAI) -> None:
     fake_openai.latency_s = 0.1
-    model = ChatModel(fake_openai.client(), "m", timeout_s=2)
+    # Within the timeout however loaded the machine; then far beyond it.
+    model = ChatModel(fake_openai.client(), "m", timeout_s=30)
     assert await model.complete([{"role": "user", "content": "json"}])
-    fake_openai.latency_s = 0.5
+    fake_openai.latency_s = 600
     slow = ChatModel(fake_openai.client(), "m", timeout_s=0.2)
     with pytest.raises(LLMError):
         await slow.complete([{"role": "user", "content": "json"}])

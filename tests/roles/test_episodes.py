@@ -162,7 +162,7 @@ def _stored(m: Any, minute: float | None = None) -> Any:
 async def test_the_llm_writes_the_summary(
     make_memory: Any, clock: FakeClock, fake_openai: FakeOpenAI
 ) -> None:
-    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=5.0)
+    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=30.0)
     mem = await engine(make_memory, clock, extractor=extractor)
     await ingest(mem, *talk())
     summary = (
@@ -195,7 +195,7 @@ async def test_the_llm_writes_the_summary(
 async def test_an_llm_fault_falls_back_to_the_offline_summary(
     fault: Fault | str, make_memory: Any, clock: FakeClock, fake_openai: FakeOpenAI
 ) -> None:
-    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=5.0)
+    extractor = LLMExtractor(fake_openai.client(), "extract-model", timeout_s=30.0)
     mem = await engine(make_memory, clock, extractor=extractor)
     await ingest(mem, *talk())
     fake_openai.reset()

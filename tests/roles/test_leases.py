@@ -197,7 +197,7 @@ async def test_claims_are_renewed_and_released(
     names = await claim(a, GuildOwnership(2, frozenset({0})), 0.3)
     claims = ShardClaims(a, names, 0.3, lambda: None)
     claims.start()
-    assert await eventually(lambda: claims.renewals >= 2, timeout=10)
+    assert await eventually(lambda: claims.renewals >= 2)
     assert not await b.leases.acquire("shard:0/2", 60)
     await claims.release()
     assert await b.leases.acquire("shard:0/2", 60)

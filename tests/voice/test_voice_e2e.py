@@ -325,10 +325,14 @@ async def run_scenario(
     )
     feeder.start()
     await asyncio.to_thread(feeder.join)
-    # Let the router drain its jitter buffers.
-    previous = -1
-    while sink.stats["frames"] != previous:
-        previous = sink.stats["frames"]
+    # Let the router drain its jitter buffers: until no frame has come for a
+    # whole second (one quiet 0.2 s look ended it early on a loaded machine,
+    # where the router thread can wait that long for its turn).
+    previous, quiet = -1, 0
+    while quiet < 5:
+        frames = sink.stats["frames"]
+        quiet = quiet + 1 if frames == previous else 0
+        previous = frames
         await asyncio.sleep(0.2)
     router_alive = reader.packet_router.is_alive() and reader.is_listening()
     reader.stop()

@@ -494,6 +494,8 @@ class SqliteDatabase:
 def _checkpoint_and_close(con: Any) -> None:
     try:
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    except sqlite.Error:  # a checkpoint is an optimisation; closing still matters
-        log.warning("WAL checkpoint failed at close", exc_info=True)
+    except sqlite.Error as exc:  # a checkpoint is an optimisation; closing still matters
+        # No traceback: it is the disk's doing (full, read-only), and the next
+        # open recovers what the WAL holds.
+        log.info("WAL checkpoint at close failed (%s); the next open recovers the WAL", exc)
     con.close()

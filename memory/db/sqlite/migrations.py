@@ -36,6 +36,7 @@ from memory.db.sqlite.schema import (
     m019_journal_days,
     m020_budget_order,
     m021_review_queue,
+    m022_journal_owed,
 )
 from memory.errors import MigrationError
 
@@ -66,6 +67,7 @@ MIGRATIONS: list[Migration] = [
     ("m019_journal_days", m019_journal_days.apply),
     ("m020_budget_order", m020_budget_order.apply),
     ("m021_review_queue", m021_review_queue.apply),
+    ("m022_journal_owed", m022_journal_owed.apply),
 ]
 
 
