@@ -13,7 +13,7 @@ import pytest
 
 from memory.db.sqlite import driver as sqlite
 from tests.fakeopenai import FakeOpenAI
-from tests.test_bot import make_harness
+from tests.bot.test_bot import make_harness
 from tests.tmpfs import fill, tmpfs
 
 

@@ -183,7 +183,7 @@ async def test_a_dashboard_action_on_a_full_disk_is_one_line(
     tmp_path: Path, make_memory: Callable[..., Any], aiohttp_client: Any, store_backend: str
 ) -> None:
     """(A disk cannot be remounted read-only while the process has files open
-    for writing: the read-only case is the CLI's, tests/test_disk_full.py.)"""
+    for writing: the read-only case is the CLI's, tests/importer/test_disk_full.py.)"""
     with tmpfs(tmp_path / "disk", "40m") as disk:
         mem = await filled_memory(make_memory, disk / "data")
         client = await client_for(aiohttp_client, mem)
