@@ -187,7 +187,28 @@ BUDGET_SETTINGS: tuple[SettingSpec, ...] = (
         limits=(0, INT_MAX),
     ),
 )
-GUILD_SETTINGS = GUILD_SETTINGS + BUDGET_SETTINGS
+# Poisoning limits (memory/ingest/write_caps.py): what one author may write
+# a day that is not about themself; beyond it a write is held back and shown
+# to moderators in the action log. 0: no cap.
+CAP_SETTINGS: tuple[SettingSpec, ...] = (
+    SettingSpec(
+        "daily_cap_facts_about_others",
+        "int",
+        5,
+        "Facts one member may write about other members a day (e.g. correcting their "
+        "facts); more are held back for moderators (0: no cap).",
+        limits=(0, 10_000),
+    ),
+    SettingSpec(
+        "daily_cap_lore_lines",
+        "int",
+        20,
+        "Lore lines one member may add a day (/memory remember, or asking the bot to "
+        "remember); more are held back for moderators (0: no cap).",
+        limits=(0, 10_000),
+    ),
+)
+GUILD_SETTINGS = GUILD_SETTINGS + BUDGET_SETTINGS + CAP_SETTINGS
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
 
 
@@ -219,6 +240,8 @@ class GuildSettings:
     ttl_days_episode: int | None = None
     ttl_days_other: int | None = None
     purge_after_days: int | None = None
+    daily_cap_facts_about_others: int = 5
+    daily_cap_lore_lines: int = 20
 
     def number(self, key: str, default: int | None = None) -> int:
         """An int setting: the guild's value, else ``default``, else the declared one."""
@@ -369,6 +392,7 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
         },
         episode_idle_minutes=number("episode_idle_minutes"),
         episode_min_messages=number("episode_min_messages"),
+        **{s.key: number(s.key) for s in CAP_SETTINGS},
     )
 
 

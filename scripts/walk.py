@@ -218,8 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                 here = [r for r in ordered if layer_of(r["file"]) == i]
                 if here:
                     cells = ", ".join(
-                        f"`{r['file']}` ({r['lines']}{'' if r['new'] else ', again'})"
-                        for r in here
+                        f"`{r['file']}` ({r['lines']}{'' if r['new'] else ', again'})" for r in here
                     )
                     show(f"| {label} | {cells} |")
             continue

@@ -14,7 +14,9 @@ from memory.db.core import Connection, Database
 from memory.embed.service import EmbeddingService
 from memory.extract.base import Extractor
 from memory.extract.guards import normalise_lore_line
+from memory.ingest import write_caps
 from memory.ingest.pipeline import BatchProcessor
+from memory.ingest.write_caps import CapReached
 from memory.models import LORE_SUBJECT, Remembered
 from memory.snapshot import SnapshotRefresher
 from memory.store import ops as store_ops
@@ -53,15 +55,21 @@ class LoreOps:
         channel_id: str | None = None,
         source_message_id: str | None = None,
         actor: str = "lore",
+        author_id: str | None = None,
     ) -> Remembered | None:
         """Store a lore line grounded in ``source_text`` through the write
         decision, with what it did ("add", "noop": already known, the fact
         gets the source; "update", "supersede"). None when the line fails the
-        guards."""
+        guards. ``author_id``: the member whose words or request it is; their
+        daily lore cap applies (``CapReached`` when it is used up)."""
         text = normalise_lore_line(line, source_text)
         if text is None:
             return None
         now = iso(self._clock())
+        limit = 0
+        if author_id is not None:
+            settings = await self._pipeline.settings.get(guild_id)
+            limit = write_caps.limit_of(settings, "lore")
         new = NewFact(
             guild_id,
             channel_id,
@@ -76,7 +84,18 @@ class LoreOps:
         decisions = self._pipeline.decisions
         planned = await decisions.plan_one(guild_id, new.fact, now, self._extractor, actions)
 
-        def work(con: Connection) -> Remembered:
+        def work(con: Connection) -> Remembered | None:
+            if author_id is not None and not write_caps.take(
+                con,
+                guild_id=guild_id,
+                author_id=author_id,
+                kind="lore",
+                limit=limit,
+                text=text,
+                now=now,
+                detail={"source_message_id": source_message_id, "channel_id": channel_id},
+            ):
+                return None
             for a in actions:
                 store_ops.log_action(
                     con, a["kind"], a["message"], now, guild_id=guild_id, detail=a["detail"]
@@ -105,7 +124,9 @@ class LoreOps:
             self._pipeline.stats.count_decision(decision.kind)
             return Remembered(fact, decision.kind)
 
-        remembered = await self._db.write(work)
+        remembered: Remembered | None = await self._db.write(work)
+        if remembered is None:
+            raise CapReached("lore", limit)
         self._embeddings.schedule_facts([remembered.fact])
         self._snapshot.request()
         return remembered

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory.db.postgres.schema import p001_baseline, p002_bm25, p004_token_chars
-from memory.db.sqlite.schema import m018_job_leases, m019_journal_days
+from memory.db.sqlite.schema import m018_job_leases, m019_journal_days, m020_trust
 from memory.errors import MigrationError
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,7 @@ PG_MIGRATIONS: list[Migration] = [
     ("p003_job_leases", m018_job_leases.apply),
     ("p004_token_chars", p004_token_chars.apply),
     ("p005_journal_days", m019_journal_days.apply),
+    ("p006_trust", m020_trust.apply),
 ]
 
 # pg_advisory_xact_lock key held by every migration transaction ("guildlor").

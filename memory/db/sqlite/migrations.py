@@ -34,6 +34,7 @@ from memory.db.sqlite.schema import (
     m017_multilingual_fts,
     m018_job_leases,
     m019_journal_days,
+    m020_trust,
 )
 from memory.errors import MigrationError
 
@@ -62,6 +63,7 @@ MIGRATIONS: list[Migration] = [
     ("m017_multilingual_fts", m017_multilingual_fts.apply),
     ("m018_job_leases", m018_job_leases.apply),
     ("m019_journal_days", m019_journal_days.apply),
+    ("m020_trust", m020_trust.apply),
 ]
 
 
