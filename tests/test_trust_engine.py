@@ -186,7 +186,9 @@ async def test_a_correction_is_rewritten_like_a_fact_with_the_correction_as_evid
     assert closed is not None and closed.valid_to is not None
     # The other fact is untouched (the misquote came from editing the wrong one).
     phd = await fact_with(mem, "PhD")
-    assert phd.valid_to is None and phd.evidence_text == "I am a PhD student in papyrology at Leiden."
+    assert (
+        phd.valid_to is None and phd.evidence_text == "I am a PhD student in papyrology at Leiden."
+    )
 
     record = await mem.members.about(GUILD, ALICE, {CHANNEL})
     shown = {f.id: f for f in record.facts}

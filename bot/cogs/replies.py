@@ -12,11 +12,13 @@ channel's text chat, at most one per ``voice_interval_s`` per guild. Every
 failure ends in a short apology and an action-log entry, never an exception.
 
 The ``[M#]`` the model cites become a compact footer of jump links to their
-source messages, in channels the reply's audience can read. For a member who
+source messages — only those in the reply's own channel or in channels
+everyone in the server can read: the footer is seen by the whole channel, so
+a link to a place some of its readers cannot open is left out. For a member who
 opted out of memory (``/memory opt-out``) the reply keeps nothing of their
 words: neither the posted reply (for the next windows) nor the context the
-model saw is recorded; the traces (which memories were used, no words of
-theirs) are, so "Why do you know this?" still answers.
+model saw is recorded; the traces (which memories were used, without the
+words of theirs each matched) are, so "Why do you know this?" still answers.
 """
 
 from __future__ import annotations
@@ -32,7 +34,13 @@ import discord
 from discord.ext import commands
 
 from bot.client import SAFE_MENTIONS, GuildloreBot
-from bot.convert import INGESTED_TYPES, replied_message, reply_request, voice_reply_request
+from bot.convert import (
+    INGESTED_TYPES,
+    replied_message,
+    reply_request,
+    visible_channel_ids,
+    voice_reply_request,
+)
 from bot.voice.wake import addresses, wake_keys
 from memory import (
     Hit,
@@ -241,7 +249,9 @@ class Replies(commands.Cog):
         text = result.text if result is not None else APOLOGY
         if result is not None:
             try:
-                footer = await citation_footer(self.bot.memory, request, result)
+                footer = await citation_footer(
+                    self.bot.memory, request, result, self._linkable(channel, request)
+                )
             except Exception:
                 log.exception("could not link the sources of the reply to %s", request.message_id)
                 footer = ""
@@ -273,10 +283,18 @@ class Replies(commands.Cog):
                 retrieved=result.retrieved,
                 stored=[(r.fact, r.event) for r in result.stored],
                 reply_id=str(sent.id) if sent is not None else None,
-                query=request.text,
+                # Which of her words a memory matched is hers: not for an opt-out.
+                query=request.text if keep else None,
             )
         except Exception:
             log.exception("could not record traces for %s", request.message_id)
+
+    def _linkable(self, channel: Any, request: ReplyRequest) -> frozenset[str]:
+        """Channels a reply's footer may link into: its own, and those everyone
+        in the server can read (the footer's readers are the channel's)."""
+        guild = getattr(channel, "guild", None)
+        public = visible_channel_ids(guild, guild.default_role) if guild is not None else set()
+        return frozenset((public | {request.channel_id}) & set(request.visible_channels))
 
     async def _record(
         self,
@@ -382,10 +400,12 @@ class Replies(commands.Cog):
             log.exception("could not write the action log")
 
 
-async def citation_footer(memory: Any, request: ReplyRequest, result: ReplyResult) -> str:
+async def citation_footer(
+    memory: Any, request: ReplyRequest, result: ReplyResult, linkable: frozenset[str]
+) -> str:
     """``-# Sources: [M1](link) · …``: for each memory the answer cites, a jump
-    link to its latest source message the reply's audience can read ('' when
-    none has one)."""
+    link to its latest source message in ``linkable`` channels ('' when none
+    has one)."""
     cited = result.citations()[:FOOTER_MAX]
     if not cited:
         return ""
@@ -395,7 +415,7 @@ async def citation_footer(memory: Any, request: ReplyRequest, result: ReplyResul
     }
     links = []
     for n, hit in cited:
-        target = _cited_source(hit, explained, request.visible_channels)
+        target = _cited_source(hit, explained, linkable)
         if target is not None:
             channel_id, message_id = target
             url = f"https://discord.com/channels/{request.guild_id}/{channel_id}/{message_id}"
