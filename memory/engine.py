@@ -3,14 +3,13 @@
 It owns the database, the ingest queue and its workers, the journal, the snapshot
 refresher and the embedding worker, and exposes ingest, retrieval, forget, the snapshot
 and the journal as async methods. The rest is composed, one object per concern
-(memory/roles/): ``lore`` (lore lines), ``facts``, ``traces``, ``guilds``,
-``procedures``, ``admin``, ``members`` (a member's own view), ``corrections``,
-``opt_outs``, ``receipts``, ``provenance``, ``erasure`` (issue 31's trust roles),
-``lifecycle`` (Discord's deletes and edits), ``retention`` (leave policies, guild
-purge), ``consent`` (sensitive facts waiting for a member's answer) and ``pins``
-(pinned messages as canon lore); besides them ``sessions`` (dashboard logins),
-``inbox`` (the durable inbox: unfinished and failed messages) and ``replay`` (what
-the inbox holds unfinished, back into the queue).
+(memory/roles/): ``lore``, ``facts``, ``traces``, ``guilds``, ``procedures``, ``admin``,
+``members`` (a member's own view), ``corrections``, ``opt_outs``, ``receipts``,
+``provenance``, ``erasure`` (issue 31's trust roles), ``lifecycle`` (Discord's deletes
+and edits), ``retention`` (leave policies, guild purge), ``consent`` (sensitive facts
+waiting for a member's answer) and ``pins`` (pinned messages as canon lore); besides
+them ``sessions`` (dashboard logins), ``inbox`` (the durable inbox: unfinished and
+failed messages) and ``replay`` (what it holds unfinished, back into the queue).
 """
 
 from __future__ import annotations
@@ -269,6 +268,7 @@ class Memory:
         await self.db.open()
         try:
             await self.guilds.load_embedding_models()
+            await self.opt_outs.warm()  # every admission reads them
         except BaseException:
             await self.db.close()
             raise

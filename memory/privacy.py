@@ -325,9 +325,9 @@ def _limits(s: GuildSettings) -> tuple[str, ...]:
         return ("No daily limits are set on what members write about others or as lore.",)
     parts = []
     if others:
-        parts.append(f"at most {others} facts about other members")
+        parts.append(f"at most {others} fact{'' if others == 1 else 's'} about other members")
     if lore:
-        parts.append(f"at most {lore} lore lines")
+        parts.append(f"at most {lore} lore line{'' if lore == 1 else 's'}")
     return (
         "Each member may write " + " and ".join(parts) + " a day; anything beyond is not "
         "stored but held back for moderators to see.",

@@ -167,6 +167,19 @@ async def test_forget_everywhere_erases_every_guild_with_one_receipt(make_memory
     assert [r.id for r in await mem.receipts.recent(GUILD)] == [report.receipt_id]
 
 
+def test_receipt_ids_are_read_back_however_they_are_typed() -> None:
+    from memory.roles.receipts import new_receipt_id, normalise_receipt_id
+
+    for rid in ("R-RRGW-FRPH-4FZD", "R-0000-1111-RRRR", new_receipt_id()):
+        assert normalise_receipt_id(rid) == rid
+        assert normalise_receipt_id(rid.lower()) == rid
+        assert normalise_receipt_id(rid.replace("-", "")) == rid
+        assert normalise_receipt_id(" " + rid[2:] + " ") == rid
+    assert normalise_receipt_id("r-1o1o-1111-2222") == "R-1010-1111-2222"
+    assert normalise_receipt_id("R-UUUU-1111-2222") == ""
+    assert normalise_receipt_id("R-1234") == ""
+
+
 # -- corrections and forgetting one fact -------------------------------------------------------
 
 

@@ -30,8 +30,10 @@ def new_receipt_id() -> str:
 
 def normalise_receipt_id(text: str) -> str:
     """A receipt id as typed (any case, spaces, O for 0) in its stored form."""
-    raw = "".join(text.split()).upper().replace("O", "0").replace("I", "1").replace("L", "1")
-    raw = raw.removeprefix("R-").removeprefix("R").replace("-", "")
+    raw = "".join(text.split()).upper().replace("-", "")
+    if len(raw) == 13 and raw.startswith("R"):  # the prefix; the id itself may start with R
+        raw = raw[1:]
+    raw = raw.replace("O", "0").replace("I", "1").replace("L", "1")
     if len(raw) != 12 or any(c not in _ALPHABET for c in raw):
         return ""
     return f"{ID_PREFIX}{raw[:4]}-{raw[4:8]}-{raw[8:]}"

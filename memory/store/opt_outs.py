@@ -35,6 +35,14 @@ def opted_out(con: Connection, guild_id: str) -> frozenset[str]:
     )
 
 
+def all_opted_out(con: Connection) -> dict[str, frozenset[str]]:
+    """Every guild's opted-out members (guilds with none are absent)."""
+    found: dict[str, set[str]] = {}
+    for r in con.execute("SELECT guild_id, user_id FROM member_opt_outs"):
+        found.setdefault(str(r[0]), set()).add(str(r[1]))
+    return {g: frozenset(u) for g, u in found.items()}
+
+
 def opted_out_since(con: Connection, guild_id: str, user_id: str) -> str | None:
     row = con.execute(
         "SELECT since FROM member_opt_outs WHERE guild_id = ? AND user_id = ?",
