@@ -14,7 +14,7 @@ import discord
 from discord.ext import commands
 
 from bot.settings import CatchUpConfig, ReplyConfig
-from memory import ChatModel, IncomingMessage, Memory
+from memory import ChatModel, Deployment, IncomingMessage, Memory
 
 if TYPE_CHECKING:  # the voice stack loads only where it is used
     from bot.voice.service import VoiceManager
@@ -28,6 +28,8 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "bot.cogs.replies",
     "bot.cogs.memory_commands",
     "bot.cogs.member_commands",  # joins /memory: after memory_commands
+    "bot.cogs.trust_commands",  # joins /memory: after memory_commands
+    "bot.cogs.provenance",
     "bot.cogs.upkeep_commands",  # joins /memory and /memory-admin: after memory_commands
     "bot.cogs.consent",
     "bot.cogs.review",
@@ -72,6 +74,7 @@ class GuildloreBot(commands.Bot):
         voice: VoiceManager | None = None,
         voice_unavailable: str = NO_VOICE,
         catch_up: CatchUpConfig | None = None,
+        deployment: Deployment | None = None,
         **options: Any,
     ) -> None:
         """``catch_up``: read back what was missed when a session starts
@@ -94,6 +97,9 @@ class GuildloreBot(commands.Bot):
         self._voice: VoiceManager | None = None
         self.voice = voice
         self.voice_unavailable = voice_unavailable
+        # What the privacy notice says about this process (None: derived
+        # from the engine's configuration, bot.cogs.trust_commands).
+        self.deployment = deployment
         # Cleared when shutdown begins: cogs stop taking new work.
         self.accepting = True
         self._work: set[asyncio.Task[Any]] = set()

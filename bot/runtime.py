@@ -42,6 +42,7 @@ import discord
 
 from bot.client import GuildloreBot, ShardedGuildloreBot, make_intents
 from bot.cogs.lifecycle import still_away
+from bot.deployment import deployment
 from bot.jobs import Jobs
 from bot.settings import Settings
 from bot.shards import ShardClaims, ShardsTaken, claim
@@ -168,6 +169,7 @@ def build_voice(settings: Settings, memory: Memory, clients: Clients) -> VoiceSe
         load_opt_outs=load,
         save_opt_out=save,
         report_error=voice_error_log(memory),
+        memory_opted_out=memory.opt_outs.known_out,
     )
     return VoiceSetup(manager, transcriber=stt)
 
@@ -176,9 +178,10 @@ async def _start_dashboard(memory: Memory, settings: Settings) -> Any:
     """The operator dashboard on this loop (``web.AppRunner``), or None when disabled."""
     if not settings.dashboard_enabled:
         return None
+    from bot.deployment import dashboard_config
     from dashboard.server import start_dashboard
 
-    return await start_dashboard(memory, settings.dashboard_config())
+    return await start_dashboard(memory, dashboard_config(settings))
 
 
 async def main(
@@ -281,6 +284,7 @@ async def _run(
             voice=voice.manager,
             voice_unavailable=voice.reason or "voice transcription is not configured",
             catch_up=settings.catch_up_config(),
+            deployment=deployment(settings),
         )
         jobs.still_away = partial(still_away, bot)
         jobs.pair_checker = PairChecker.from_chat(clients.chat) if clients.chat else None

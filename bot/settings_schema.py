@@ -325,6 +325,11 @@ class Settings(BaseModel):
         "Extra Host names accepted by an open (loopback, no token) dashboard, comma-separated.",
     )
     dashboard_metrics: bool = setting(True, "Expose Prometheus metrics at `/metrics`.")
+    dashboard_privacy_public: bool = setting(
+        False,
+        "Serve the privacy page `/privacy` to anyone without the token (members can read "
+        "it); the rest of the dashboard stays behind the token.",
+    )
     dashboard_trust_forwarded_for: bool = setting(
         False,
         "Behind one reverse proxy: count wrong tokens per the client address it appends to "
@@ -487,6 +492,7 @@ class Settings(BaseModel):
             allowed_hosts=self.dashboard_allowed_hosts,
             metrics_enabled=self.dashboard_metrics,
             trust_forwarded_for=self.dashboard_trust_forwarded_for,
+            privacy_public=self.dashboard_privacy_public,
         )
 
     def catch_up_config(self) -> CatchUpConfig:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from memory import ConfigError
+from memory import ConfigError, Deployment
 
 MIN_TOKEN_CHARS = 16
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost", "ip6-loopback"})
@@ -58,6 +58,11 @@ class DashboardConfig:
     # X-Forwarded-For instead. Never set it without such a proxy, or clients
     # could name any address they like.
     trust_forwarded_for: bool = False
+    # ``/privacy`` without the token, for members (the operator's choice).
+    privacy_public: bool = False
+    # What the privacy page says about the deployment (None: derived from
+    # the engine's configuration, which knows nothing of voice).
+    deployment: Deployment | None = None
 
     def __post_init__(self) -> None:
         if self.token is not None:

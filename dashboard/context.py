@@ -47,6 +47,7 @@ ACTION_KINDS = (
     "memory_guard_reject",
     "memory_sensitive",
     "memory_consent",
+    "memory_cap",
     "memory_canon",
     "memory_embedding_call",
     "memory_embedding_error",

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _PUBLIC_PREFIXES = ("/static/",)
 _PUBLIC_PATHS = frozenset({"/login", "/favicon.ico"})
+PRIVACY_PATH = "/privacy"
 
 # No inline scripts or styles, nothing from elsewhere; the pages need no JavaScript.
 CSP = (
@@ -118,6 +119,9 @@ async def body_limit_middleware(request: web.Request, handler: Handler) -> web.S
 
 
 def _is_public(request: web.Request) -> bool:
+    if request.path == PRIVACY_PATH and request.method in ("GET", "HEAD"):
+        # Members may read the privacy notice, if the operator says so.
+        return request.app[CONFIG].privacy_public
     return request.path in _PUBLIC_PATHS or request.path.startswith(_PUBLIC_PREFIXES)
 
 

@@ -37,6 +37,7 @@ NAV: tuple[tuple[str, str, str], ...] = (
     ("traces", "Traces", "/traces"),
     ("activity", "Activity", "/activity"),
     ("settings", "Settings", "/settings"),
+    ("privacy", "Privacy", "/privacy"),
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import api, budgets, pages, review
+from . import api, budgets, pages, privacy, review
 from .render import static_dir
 
 FACT_ID = r"{fact_id:[0-9]{1,18}}"
@@ -37,6 +37,7 @@ ROUTES: tuple[web.RouteDef, ...] = (
     web.get("/traces", pages.traces_page, name="traces"),
     web.get("/activity", pages.activity_page, name="activity"),
     web.get("/settings", pages.settings_page, name="settings"),
+    web.get("/privacy", privacy.privacy_page, name="privacy"),
     web.post("/settings", pages.settings_post, name="settings-change"),
     web.get("/login", pages.login_page, name="login"),
     web.post("/login", pages.login_post, name="login-post"),

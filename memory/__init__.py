@@ -62,6 +62,7 @@ from memory.guild_settings import GUILD_SETTINGS, GUILD_SETTINGS_BY_KEY, parse_g
 from memory.importer.lock import ImportBusy, import_lock
 from memory.importer.reader import iter_paths, read_header
 from memory.importer.session import ImportReport, ImportStop, import_files, import_messages
+from memory.ingest.write_caps import CapReached
 from memory.llm import ChatModel
 from memory.member_export import export_json, export_markdown
 from memory.models import (
@@ -82,6 +83,7 @@ from memory.models import (
     Trace,
 )
 from memory.ownership import GuildOwnership
+from memory.privacy import Deployment, deployment_of, privacy_notice
 from memory.reply.conversation import ReplyRequest, ReplyResult, compose_reply
 from memory.reply.record import record_reply_context
 from memory.reply.window import record_bot_reply
@@ -89,7 +91,14 @@ from memory.retrieval.gate_calibration import load_calibration_file
 from memory.review_policy import Queued, ReviewItem, Standing, may_decide
 from memory.roles.catch_up import GuildCatchUp
 from memory.roles.consolidation.llm import PairChecker
-from memory.roles.members import MemberFact, MemberRecord, NotYours
+from memory.roles.members import (
+    FactHidden,
+    FactMissing,
+    MemberFact,
+    MemberRecord,
+    NotYours,
+)
+from memory.roles.provenance import Explained
 from memory.roles.review.decisions import ReviewClosed, ReviewResult
 from memory.roles.review.role import ReviewCard
 from memory.store.copy_db import CopyReport, copy_sqlite_to_postgres
@@ -104,7 +113,14 @@ __all__ = [
     "disk_problem",
     "postgres_status",
     "redact_url",
+    "CapReached",
     "CopyReport",
+    "Deployment",
+    "Explained",
+    "FactHidden",
+    "FactMissing",
+    "deployment_of",
+    "privacy_notice",
     "copy_sqlite_to_postgres",
     "EPISODE_SUBJECT",
     "FACT_TYPES",

@@ -5,7 +5,8 @@ snapshot refresher and the embedding worker, and exposes ingest, retrieval,
 forget, the snapshot and the journal as async methods. The rest is composed,
 one object per concern (memory/roles/): ``lore`` (lore lines), ``facts``,
 ``traces``, ``guilds``, ``procedures``, ``admin``, ``members`` (a member's own
-view and corrections), ``lifecycle`` (Discord's deletes and edits),
+view), ``corrections``, ``opt_outs``, ``receipts``, ``provenance``, ``erasure``
+(what members control and see), ``lifecycle`` (Discord's deletes and edits),
 ``retention`` (leave policies, guild purge), ``consent`` (sensitive facts
 waiting for a member's answer), ``review`` (memories waiting for a
 moderator), ``pins`` (pinned messages as canon lore) and ``catch_up`` (what
@@ -17,7 +18,6 @@ unfinished, back into the queue).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memory.clock import Clock, iso, system_clock
+from memory.clock import Clock, system_clock
 from memory.config import MemoryConfig
 from memory.db.backend import open_database
 from memory.embed.base import Embedder
@@ -57,7 +57,9 @@ from memory.roles.admin import AdminOps, SearchStats
 from memory.roles.catch_up import CatchUp
 from memory.roles.consent import ConsentOps
 from memory.roles.consolidation.role import Consolidation
+from memory.roles.corrections import Corrections
 from memory.roles.episodes.role import EpisodeOps
+from memory.roles.erasure import Erasure
 from memory.roles.facts import FactOps
 from memory.roles.guilds import GuildOps
 from memory.roles.journal_owed import OwedJournal
@@ -66,8 +68,11 @@ from memory.roles.leases import JobLeases
 from memory.roles.lifecycle import DeleteReport, EditReport, MessageLifecycle
 from memory.roles.lore import LoreOps
 from memory.roles.members import MemberData
+from memory.roles.opt_outs import OptOuts
 from memory.roles.pins import PinOps
 from memory.roles.procedures import ProcedureOps
+from memory.roles.provenance import Provenance
+from memory.roles.receipts import Receipts
 from memory.roles.retention import Retention
 from memory.roles.review.role import ReviewOps
 from memory.roles.snapshot_file import SNAPSHOT_NAME, SnapshotFile
@@ -76,8 +81,6 @@ from memory.roles.traces import TraceOps
 from memory.roles.upkeep import MemoryUpkeep
 from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
-from memory.store import facts as store
-from memory.store import lifecycle_events as store_events
 from memory.store import messages as store_messages
 from memory.store.erase import ErasureCompactor
 
@@ -119,7 +122,11 @@ class Memory:
         )
         # Linking a written fact reads the retriever's in-memory matrices.
         self.embeddings.nearest_facts = lambda *a: self.retriever.nearest_facts(*a)
-        self.guilds = GuildOps(self.db, self.embeddings, clock, GuildSettingsCache(self.db))
+        self.opt_outs = OptOuts(self.db, clock)
+        self.receipts = Receipts(self.db, clock)
+        self.guilds = GuildOps(
+            self.db, self.embeddings, clock, GuildSettingsCache(self.db), self.opt_outs
+        )
         self._snapshot_file = SnapshotFile(
             self.db, self.journals, config.snapshot, config.journal_dir / SNAPSHOT_NAME, clock
         )
@@ -149,8 +156,21 @@ class Memory:
             self.db, self.pipeline, extractor, self.embeddings, self.snapshot, config.ingest, clock
         )
         self.facts = FactOps(self.db, self.embeddings, self.snapshot, clock)
-        self.members = MemberData(self.db, self.facts, self.compactor, clock)
+        self.members = MemberData(self.db, clock)
+        self.corrections = Corrections(
+            self.db,
+            self.facts,
+            self.compactor,
+            clock,
+            receipts=self.receipts,
+            embeddings=self.embeddings,
+            snapshot=self.snapshot,
+            settings=self.guilds.settings_cache,
+            extractor=extractor,
+            cfg=config.ingest,
+        )
         self.traces = TraceOps(self.db, clock)
+        self.provenance = Provenance(self.db)
         self.episodes = EpisodeOps(
             self.db, self.embeddings, self.guilds, extractor, clock, self.pipeline.budgets
         )
@@ -194,6 +214,7 @@ class Memory:
             cfg=config.ingest,
             clock=clock,
             ingesting=lambda: self._ingesting,
+            opted_out=self.opt_outs.is_out,
         )
         self.retention = Retention(
             db=self.db,
@@ -207,6 +228,18 @@ class Memory:
             forget=self.forget,
             drain_timeout_s=config.ingest.drain_timeout_s,
         )
+        self.erasure = Erasure(
+            db=self.db,
+            queue=self.queue,
+            journal=self.journal,
+            embeddings=self.embeddings,
+            compactor=self.compactor,
+            receipts=self.receipts,
+            opt_outs=self.opt_outs,
+            refresh_snapshot=self.refresh_snapshot,
+            cfg=config.ingest,
+            clock=clock,
+        )
         self.upkeep = MemoryUpkeep(self.db, self.pipeline, self.snapshot, self.compactor, clock)
         self._admission = Admission(
             config.ingest,
@@ -215,6 +248,7 @@ class Memory:
             self.lifecycle.before_ingest,
             ingesting=lambda: self._ingesting,
             rejected=self.rejected,
+            opted_out=self.opt_outs.is_out,
         )
         self.catch_up = CatchUp(
             db=self.db,
@@ -270,6 +304,7 @@ class Memory:
         self.storage_health.opened()
         try:
             await self.guilds.load_embedding_models()
+            await self.opt_outs.warm()  # every admission reads them
         except BaseException:
             await self.db.close()
             raise
@@ -371,34 +406,18 @@ class Memory:
         return await self.lifecycle.edit_message(guild_id, message_id, content, edited_at)
 
     # -- lore and forget ---------------------------------------------------------------------
-    async def forget(self, guild_id: str, user_id: str, *, actor: str = "system") -> ForgetReport:
-        """Erase a member from one guild everywhere: SQL rows, vectors, FTS, journals, snapshot."""
-        now = iso(self.clock())
-        # Anything of theirs still queued must not be processed after the erase.
-        await self.queue.drain(self.config.ingest.drain_timeout_s)
-        # Owed before the erase: a crash after it still rewrites the file at
-        # the next start.
-        await self.db.write(store_events.owe_compaction, now)
-        counts = await self.db.write(store.forget_user, guild_id, user_id, actor, now)
-        self.embeddings.forget_queries()
-        lines = await asyncio.to_thread(self.journal.redact_user, guild_id, user_id)
-        await self.refresh_snapshot()
-        # The erase freed their rows; the rewrite also drops the stale copies
-        # of them that earlier page rebuilds and the WAL still hold.
-        compaction = await self.compactor.run_now()
-        log.info(
-            "forget: database rewritten (%d pages) in %.2f s", compaction.pages, compaction.seconds
-        )
-        return ForgetReport(
-            guild_id=guild_id,
-            user_id=user_id,
-            facts=counts.facts,
-            vectors=counts.vectors,
-            messages=counts.messages,
-            traces=counts.traces,
-            journal_lines=lines,
-            compaction_s=compaction.seconds,
-        )
+    async def forget(
+        self,
+        guild_id: str,
+        user_id: str,
+        *,
+        actor: str = "system",
+        opt_out: bool = False,
+    ) -> ForgetReport:
+        """Erase a member from one guild everywhere: SQL rows, vectors, FTS, journals,
+        snapshot; with a deletion receipt. ``opt_out``: and stop remembering
+        them here from now on (``memory.roles.erasure``)."""
+        return await self.erasure.forget(guild_id, user_id, actor=actor, opt_out=opt_out)
 
     # -- retrieval ---------------------------------------------------------------------------------
     @property

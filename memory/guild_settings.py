@@ -248,7 +248,28 @@ REVIEW_SETTINGS: tuple[SettingSpec, ...] = (
         limits=(1, 90),
     ),
 )
-GUILD_SETTINGS = GUILD_SETTINGS + BUDGET_SETTINGS + REVIEW_SETTINGS
+# Poisoning limits (memory/ingest/write_caps.py): what one author may write
+# a day that is not about themself; beyond it a write is held back and shown
+# to moderators in the action log. 0: no cap.
+CAP_SETTINGS: tuple[SettingSpec, ...] = (
+    SettingSpec(
+        "daily_cap_facts_about_others",
+        "int",
+        5,
+        "Facts one member may write about other members a day (e.g. correcting their "
+        "facts); more are held back for moderators (0: no cap).",
+        limits=(0, 10_000),
+    ),
+    SettingSpec(
+        "daily_cap_lore_lines",
+        "int",
+        20,
+        "Lore lines one member may add a day (/memory remember, or asking the bot to "
+        "remember); more are held back for moderators (0: no cap).",
+        limits=(0, 10_000),
+    ),
+)
+GUILD_SETTINGS = GUILD_SETTINGS + BUDGET_SETTINGS + REVIEW_SETTINGS + CAP_SETTINGS
 GUILD_SETTINGS_BY_KEY = {s.key: s for s in GUILD_SETTINGS}
 
 
@@ -287,6 +308,8 @@ class GuildSettings:
     review_lore_roles: frozenset[str] = frozenset()
     review_lore_min_account_days: int = 0
     review_expire_days: int = 7
+    daily_cap_facts_about_others: int = 5
+    daily_cap_lore_lines: int = 20
 
     @property
     def sensitive_mode(self) -> str:
@@ -462,6 +485,7 @@ def resolve(stored: dict[str, str]) -> GuildSettings:
         review_lore_roles=ids("review_lore_roles"),
         review_lore_min_account_days=number("review_lore_min_account_days"),
         review_expire_days=number("review_expire_days"),
+        **{s.key: number(s.key) for s in CAP_SETTINGS},
     )
 
 

@@ -25,6 +25,18 @@ def _fact(f: MemberFact) -> dict[str, Any]:
         "observed_at": f.observed_at,
         "updated_at": f.updated_at,
         "said_at": f.said_at or f.updated_at,
+        "valid_to": f.valid_to,
+        "corrected": f.corrected,
+        "history": [
+            {
+                "event": e.event,
+                "at": e.at,
+                "by": e.by,
+                "old_text": e.old_text,
+                "new_text": e.new_text,
+            }
+            for e in f.history
+        ],
     }
 
 
@@ -80,9 +92,18 @@ def export_markdown(export: MemberExport) -> str:
             f"- {_inline(f.fact)}{state} — {f.fact_type}, confidence {f.confidence:.2f}, "
             f"said {said}{where}"
         )
-        if f.evidence:
+        if f.valid_to is not None:
+            line += f"; no longer true since {f.valid_to}"
+        if f.evidence and f.corrected:
+            line += f"; from your correction: “{_inline(f.evidence)}”"
+        elif f.evidence:
             line += f"; from your message {f.source_message_id}: “{_inline(f.evidence)}”"
         out.append(line)
+        for e in f.history:
+            change = ""
+            if e.old_text and e.new_text and e.old_text != e.new_text:
+                change = f": “{_inline(e.old_text)}” → “{_inline(e.new_text)}”"
+            out.append(f"  - {e.at} {e.event} ({e.by}){change}")
     if not r.facts:
         out.append("_None._")
     if r.hidden_facts:

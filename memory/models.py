@@ -328,6 +328,9 @@ class ForgetReport:
     traces: int
     journal_lines: int
     compaction_s: float = 0.0  # the rewrite of the database file that followed the erase
+    receipt_id: str | None = None  # the deletion receipt (``Memory.receipts``)
+    opted_out: bool = False  # the member is not remembered here from now on
+    guilds: int = 1  # the guilds erased from (``forget_everywhere``: all of theirs)
 
 
 @dataclass(frozen=True)

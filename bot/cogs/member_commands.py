@@ -27,8 +27,10 @@ from bot.cogs.answers import (
     send_answer,
 )
 from bot.cogs.groups import join_group, leave_group
+from bot.cogs.why_card import forgotten_text, jump_link, missing_or_refused, said_on
 from bot.convert import visible_channel_ids
 from memory import (
+    FactHidden,
     InvalidInput,
     MemberFact,
     MemberRecord,
@@ -42,40 +44,80 @@ GROUP = "memory"
 CHOICE_MAX = 100  # Discord's limit for a choice's name
 
 
-def _fact_line(f: MemberFact) -> str:
-    line = f"• {f.fact} — conf {f.confidence:.2f}, said {(f.said_at or f.updated_at)[:10]}"
+# How a history event reads to the member (FactEvent.event → words).
+EVENT_WORDS = {
+    "add": "noted",
+    "update": "made more precise",
+    "supersede": "replaced",
+    "noop": "said again",
+    "archive": "archived",
+    "restore": "restored",
+    "expire": "expired (not mentioned for a long time)",
+    "reopen": "true again",
+    "historical": "noted as past",
+    "consent_accept": "kept with your consent",
+    "pin": "pinned",
+    "unpin": "unpinned",
+}
+HISTORY_SHOWN = 3  # the latest events per fact in about-me (export-me has them all)
+
+
+def _history_line(f: MemberFact) -> str:
+    steps = [
+        f"{said_on(e.at)}: {EVENT_WORDS.get(e.event, e.event)}"
+        + ("" if e.by == "automatically" else f" by {e.by}")
+        for e in f.history[-HISTORY_SHOWN:]
+    ]
+    more = len(f.history) - HISTORY_SHOWN
+    return "↳ " + " · ".join(steps) + (f" (+{more} earlier)" if more > 0 else "")
+
+
+def _fact_line(f: MemberFact, guild_id: str, visible: set[str]) -> str:
+    line = f"• {f.fact} — {said_on(f.said_at or f.updated_at)}"
     if not f.active:
         line += " (archived)"
+    elif f.valid_to is not None:
+        line += f" (no longer true since {said_on(f.valid_to)})"
     if f.channel_id:
         line += f", in <#{f.channel_id}>"
     if f.evidence:
         quote = " ".join(f.evidence.split())[:100]
-        line += f', from your message: "{quote}"'
+        if f.corrected:
+            line += f', from your correction: "{quote}"'
+        elif f.source_message_id and f.channel_id in visible:
+            link = jump_link(guild_id, f.channel_id, f.source_message_id)
+            line += f', from [your message](<{link}>): "{quote}"'
+        else:
+            line += f', from your message: "{quote}"'
     return line
 
 
-def about_me_text(record: MemberRecord) -> str:
+def about_me_text(record: MemberRecord, visible: set[str] | None = None) -> str:
     counts = ", ".join(f"<#{c}>: {n}" for c, n in record.message_counts.items())
     head = (
         f"**What I keep about you here:** {len(record.facts)} facts; "
         f"your stored messages: {record.messages_total}" + (f" ({counts})" if counts else "")
     )
-    lines = [_fact_line(f) for f in record.facts]
+    lines: list[str] = []
+    for f in record.facts:
+        lines.append(_fact_line(f, record.guild_id, visible or set()))
+        if f.history:
+            lines.append(_history_line(f))
     tail = ""
     if record.hidden_facts:
         tail = f"({record.hidden_facts} more facts from channels you can't read)\n"
     tail += (
-        "`/memory export-me` sends you a copy; `/memory correct` and `/memory forget-fact` "
-        "change one fact; `/memory forget-me` erases everything."
+        "`/memory export-me` sends you a copy with every fact's full history; "
+        "`/memory correct` and `/memory forget-fact` change one fact; `/memory forget-me` "
+        "erases everything."
     )
     return fit_lines(head, lines, tail)
 
 
 async def about_me_answer(memory: Memory, guild: discord.Guild, member: discord.Member) -> Answer:
-    record = await memory.members.about(
-        str(guild.id), str(member.id), visible_channel_ids(guild, member)
-    )
-    return Answer(about_me_text(record))
+    visible = visible_channel_ids(guild, member)
+    record = await memory.members.about(str(guild.id), str(member.id), visible)
+    return Answer(about_me_text(record, visible))
 
 
 async def export_me_answer(memory: Memory, guild: discord.Guild, member: discord.Member) -> Answer:
@@ -91,8 +133,8 @@ async def export_me_answer(memory: Memory, guild: discord.Guild, member: discord
     ]
     record = export.record
     return Answer(
-        f"Everything I keep about you here: {len(record.facts)} facts and "
-        f"{len(export.messages)} of your messages, as JSON and as Markdown.",
+        f"Everything I keep about you here: {len(record.facts)} facts (each with its "
+        f"history) and {len(export.messages)} of your messages, as JSON and as Markdown.",
         files=files,
     )
 
@@ -104,13 +146,20 @@ async def correct_answer(
     if fact_id is None:
         return Answer("Pick one of your facts from the list.")
     try:
-        changed = await memory.members.correct(
-            str(guild.id), str(member.id), fact_id, text, visible_channel_ids(guild, member)
+        changed = await memory.corrections.correct(
+            str(guild.id),
+            str(member.id),
+            fact_id,
+            text,
+            visible_channel_ids(guild, member),
+            name=member.display_name,
         )
-    except NotYours:
+    except NotYours as exc:
+        if isinstance(exc, FactHidden):
+            return Answer(missing_or_refused(exc, "correct"))
         return await propose_correction(memory, guild, member, fact_id, text)
     except InvalidInput as exc:
-        return Answer(f"Not changed: {exc}")
+        return Answer(missing_or_refused(exc, "correct"))
     return Answer(f"Corrected. I now remember: {changed.fact}")
 
 
@@ -141,12 +190,12 @@ async def forget_fact_answer(
     if fact_id is None:
         return Answer("Pick one of your facts from the list.")
     try:
-        gone = await memory.members.forget_fact(
+        gone = await memory.corrections.forget_fact(
             str(guild.id), str(member.id), fact_id, visible_channel_ids(guild, member)
         )
-    except NotYours:
-        return Answer("You can only make me forget facts about yourself.")
-    return Answer(f"Forgotten: {gone.fact}")
+    except InvalidInput as exc:
+        return Answer(missing_or_refused(exc, "forget"))
+    return Answer(forgotten_text(gone.fact.fact, gone.receipt.id, gone.receipt.counts))
 
 
 async def fact_choices(

@@ -28,17 +28,18 @@ from bot.cogs.answers import (
     send_answer,
 )
 from bot.cogs.procedures import add_procedure, list_procedures, remove_procedure
+from bot.cogs.provenance import why_last_card
+from bot.cogs.trust_commands import forget_me_prompt, forget_user
 from bot.convert import standing_of, visible_channel_ids
 from memory import (
     DEFAULT_SEARCH_SCOPE,
     GUILD_SETTINGS,
     LORE_SUBJECT,
-    Fact,
+    CapReached,
     Hit,
     InvalidInput,
     Memory,
     Queued,
-    Trace,
     parse_iso,
 )
 
@@ -133,14 +134,21 @@ async def about_member(
 async def remember_lore(
     memory: Memory, guild: discord.Guild, channel: Any, member: discord.Member, text: str
 ) -> Answer:
-    remembered = await memory.lore.remember(
-        str(guild.id),
-        text,
-        source_text=text,
-        channel_id=str(channel.id),
-        actor=f"user:{member.id}",
-        standing=standing_of(member),
-    )
+    try:
+        remembered = await memory.lore.remember(
+            str(guild.id),
+            text,
+            source_text=text,
+            channel_id=str(channel.id),
+            actor=f"user:{member.id}",
+            author_id=str(member.id),
+            standing=standing_of(member),
+        )
+    except CapReached as exc:
+        return Answer(
+            f"Not stored: you have added {exc.limit} lore lines today, this server's daily "
+            "limit. I kept this one for the moderators to look at."
+        )
     if remembered is None:
         return Answer(
             "I can't store that as server lore: it must be at least 4 characters and "
@@ -154,70 +162,8 @@ async def remember_lore(
     return Answer(f"Noted as server lore: {remembered.fact.fact}", ephemeral=False)
 
 
-async def forget_user(memory: Memory, guild: discord.Guild, user_id: int, actor: str) -> str:
-    report = await memory.forget(str(guild.id), str(user_id), actor=actor)
-    return (
-        f"Done. Erased {report.facts} facts, {report.messages} messages, "
-        f"{report.traces} traces and {report.journal_lines} journal lines from this server's "
-        "memory. Messages sent from now on will be remembered again."
-    )
-
-
-def _trace_line(t: Trace) -> str:
-    text = " ".join(t.content.split())[:150]
-    if t.action != "retrieved":
-        return f"• {t.action}: {text}"
-    parts = t.score_parts or {}
-    bits = []
-    for key in ("semantic", "lexical", "confidence", "recency", "channel"):
-        value = parts.get(key)
-        if isinstance(value, int | float):
-            bits.append(f"{key[:4]} {value:.2f}")
-    score = f"{t.score:.2f}" if t.score is not None else "?"
-    return f"• {text} — score {score} ({', '.join(bits)})"
-
-
-async def why_last_reply(
-    memory: Memory, guild: discord.Guild, channel: Any, member: discord.Member
-) -> Answer:
-    gid = str(guild.id)
-    message_id = await memory.traces.last_traced(gid, str(channel.id))
-    if message_id is None:
-        return Answer("I haven't used or written any memory for a reply in this channel.")
-    traces = await memory.traces.for_message(gid, message_id)
-    visible = visible_channel_ids(guild, member)
-    shown: list[Trace] = []
-    hidden = 0
-    for t in traces:
-        if await _trace_visible(memory, gid, t, visible):
-            shown.append(t)
-        else:
-            hidden += 1
-    link = f"https://discord.com/channels/{gid}/{channel.id}/{message_id}"
-    retrieved = [_trace_line(t) for t in shown if t.action == "retrieved"]
-    written = [_trace_line(t) for t in shown if t.action != "retrieved"]
-    lines = []
-    if retrieved:
-        lines.append(f"__Used ({len(retrieved)}):__")
-        lines.extend(retrieved)
-    if written:
-        lines.append(f"__Stored or updated ({len(written)}):__")
-        lines.extend(written)
-    if not lines:
-        lines.append("(nothing you can see)")
-    tail = f"({hidden} more from channels you can't read)" if hidden else ""
-    return Answer(fit_lines(f"**Memory behind my last reply here** ({link}):", lines, tail))
-
-
-async def _trace_visible(memory: Memory, gid: str, t: Trace, visible: set[str]) -> bool:
-    if t.fact_id is not None:
-        fact: Fact | None = await memory.facts.get(gid, t.fact_id)
-        return fact is None or fact.channel_id is None or fact.channel_id in visible
-    ref = (t.score_parts or {}).get("ref")
-    if isinstance(ref, str):
-        msg = await memory.get_message(gid, ref)
-        return msg is None or msg.channel_id in visible
-    return True
+# ``/memory why``'s body: the why card of the channel's last reply (bot.cogs.provenance).
+why_last_reply = why_last_card
 
 
 async def change_setting(
@@ -271,18 +217,6 @@ async def voice_consent(
             "you use `/memory forget-me`. Undo with `/memory voice-opt-in`."
         )
     return Answer("Done: your voice is transcribed again while I am in a voice channel here.")
-
-
-def forget_me_prompt(memory: Memory, guild: discord.Guild, member: discord.Member) -> Answer:
-    async def action() -> str:
-        return await forget_user(memory, guild, member.id, actor=f"user:{member.id}")
-
-    view = ConfirmView(member.id, action, confirm_label="Forget everything about me")
-    return Answer(
-        "This erases everything this server's memory holds about you: facts, your messages, "
-        "traces and journal lines. It cannot be undone. Continue?",
-        view=view,
-    )
 
 
 def forget_member_prompt(
@@ -412,7 +346,7 @@ class MemoryCommands(commands.Cog):
     @memory_group.command(name="why", description="The memory behind my last reply here")
     async def why(self, interaction: discord.Interaction) -> None:
         guild, channel, member = self._where(interaction)
-        await send_answer(interaction, await why_last_reply(self.memory, guild, channel, member))
+        await send_answer(interaction, await why_last_card(self.memory, guild, channel, member))
 
     @admin_group.command(name="forget-member", description="Erase everything about a member")
     async def forget_member(self, interaction: discord.Interaction, member: discord.Member) -> None:

@@ -52,6 +52,12 @@ class Pins(commands.Cog):
         if not isinstance(content, str):
             log.info("pinned message %s arrived without its text", payload.message_id)
             return
+        author = data.get("author")
+        author_id = str(author.get("id")) if isinstance(author, dict) else ""
+        if author_id and await self.bot.memory.opt_outs.is_out(guild_id, author_id):
+            # Its author asked not to be remembered here: a pin does not override that.
+            log.info("not making pinned message %s canon: its author opted out", payload.message_id)
+            return
         await self.bot.memory.pins.pin(
             guild_id,
             str(payload.channel_id),

@@ -10,6 +10,15 @@ channel's next short-term windows) and one ``reply`` action-log row. Text and
 voice replies share that path (``answer``); a voice reply goes to the voice
 channel's text chat, at most one per ``voice_interval_s`` per guild. Every
 failure ends in a short apology and an action-log entry, never an exception.
+
+The ``[M#]`` the model cites become a compact footer of jump links to their
+source messages — only those in the reply's own channel or in channels
+everyone in the server can read: the footer is seen by the whole channel, so
+a link to a place some of its readers cannot open is left out. For a member who
+opted out of memory (``/memory opt-out``) the reply keeps nothing of their
+words: neither the posted reply (for the next windows) nor the context the
+model saw is recorded; the traces (which memories were used, without the
+words of theirs each matched) are, so "Why do you know this?" still answers.
 """
 
 from __future__ import annotations
@@ -25,9 +34,16 @@ import discord
 from discord.ext import commands
 
 from bot.client import SAFE_MENTIONS, GuildloreBot
-from bot.convert import INGESTED_TYPES, replied_message, reply_request, voice_reply_request
+from bot.convert import (
+    INGESTED_TYPES,
+    replied_message,
+    reply_request,
+    visible_channel_ids,
+    voice_reply_request,
+)
 from bot.voice.wake import addresses, wake_keys
 from memory import (
+    Hit,
     IncomingMessage,
     LLMError,
     ReplyRequest,
@@ -43,6 +59,7 @@ log = logging.getLogger(__name__)
 
 DISCORD_LIMIT = 2000
 MAX_CHUNKS = 4
+FOOTER_MAX = 5  # cited memories linked under a reply
 
 NOT_CONFIGURED = (
     "I'm keeping track of this server's memory, but chat isn't set up on this bot "
@@ -230,17 +247,32 @@ class Replies(commands.Cog):
             log.exception("reply to %s failed", request.message_id)
             await self._log_error(gid, request.message_id, request.channel_id, "reply_error", exc)
         text = result.text if result is not None else APOLOGY
+        if result is not None:
+            try:
+                footer = await citation_footer(
+                    self.bot.memory, request, result, self._linkable(channel, request)
+                )
+            except Exception:
+                log.exception("could not link the sources of the reply to %s", request.message_id)
+                footer = ""
+            text = f"{text}\n{footer}" if footer else text
         sent = await self._send(channel, text, reference, gid, request.message_id)
         if result is None:
             return
         latency_ms = (time.perf_counter() - started) * 1000
-        await self._record(request, result, sent, latency_ms, trigger)
         try:
-            await record_reply_context(
-                self.bot.memory, request, result, str(sent.id) if sent is not None else None
-            )
+            keep = not await self.bot.memory.opt_outs.is_out(gid, request.author_id)
         except Exception:
-            log.exception("could not record the context of the reply to %s", request.message_id)
+            log.exception("could not read opt-outs; keeping nothing of %s", request.author_id)
+            keep = False
+        await self._record(request, result, sent, latency_ms, trigger, keep=keep)
+        if keep:
+            try:
+                await record_reply_context(
+                    self.bot.memory, request, result, str(sent.id) if sent is not None else None
+                )
+            except Exception:
+                log.exception("could not record the context of the reply to %s", request.message_id)
         if not (result.retrieved or result.stored):
             return
         try:
@@ -251,9 +283,18 @@ class Replies(commands.Cog):
                 retrieved=result.retrieved,
                 stored=[(r.fact, r.event) for r in result.stored],
                 reply_id=str(sent.id) if sent is not None else None,
+                # Which of her words a memory matched is hers: not for an opt-out.
+                query=request.text if keep else None,
             )
         except Exception:
             log.exception("could not record traces for %s", request.message_id)
+
+    def _linkable(self, channel: Any, request: ReplyRequest) -> frozenset[str]:
+        """Channels a reply's footer may link into: its own, and those everyone
+        in the server can read (the footer's readers are the channel's)."""
+        guild = getattr(channel, "guild", None)
+        public = visible_channel_ids(guild, guild.default_role) if guild is not None else set()
+        return frozenset((public | {request.channel_id}) & set(request.visible_channels))
 
     async def _record(
         self,
@@ -262,10 +303,13 @@ class Replies(commands.Cog):
         sent: discord.Message | None,
         latency_ms: float,
         trigger: str,
+        *,
+        keep: bool = True,
     ) -> None:
-        """The posted reply for the channel's next windows, and its ``reply`` action-log row."""
+        """The posted reply for the channel's next windows (not when ``keep`` is
+        False: the member opted out), and its ``reply`` action-log row."""
         mem = self.bot.memory
-        if sent is not None:
+        if sent is not None and keep:
             try:
                 await record_bot_reply(
                     mem,
@@ -354,6 +398,40 @@ class Replies(commands.Cog):
             )
         except Exception:
             log.exception("could not write the action log")
+
+
+async def citation_footer(
+    memory: Any, request: ReplyRequest, result: ReplyResult, linkable: frozenset[str]
+) -> str:
+    """``-# Sources: [M1](link) · …``: for each memory the answer cites, a jump
+    link to its latest source message in ``linkable`` channels ('' when none
+    has one)."""
+    cited = result.citations()[:FOOTER_MAX]
+    if not cited:
+        return ""
+    facts = [int(h.id) for _, h in cited if h.kind == "fact" and h.id.isdigit()]
+    explained = {
+        e.fact_id: e for e in await memory.provenance.explain_facts(request.guild_id, facts)
+    }
+    links = []
+    for n, hit in cited:
+        target = _cited_source(hit, explained, linkable)
+        if target is not None:
+            channel_id, message_id = target
+            url = f"https://discord.com/channels/{request.guild_id}/{channel_id}/{message_id}"
+            links.append(f"[M{n}](<{url}>)")
+    return "-# Sources: " + " · ".join(links) if links else ""
+
+
+def _cited_source(
+    hit: Hit, explained: dict[Any, Any], visible: frozenset[str]
+) -> tuple[str, str] | None:
+    """(channel, message) a cited memory links to, if the audience can read it."""
+    if hit.kind == "message":
+        return (hit.channel_id, hit.id) if hit.channel_id in visible else None
+    found = explained.get(int(hit.id))
+    readable = [s for s in (found.sources if found else ()) if s.channel_id in visible]
+    return (readable[-1].channel_id, readable[-1].message_id) if readable else None
 
 
 @contextlib.asynccontextmanager

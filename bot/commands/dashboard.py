@@ -61,7 +61,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
-    config = settings.dashboard_config()
+    from bot.deployment import dashboard_config
+
+    config = dashboard_config(settings)
     async with open_memory(settings, ingest=False) as memory:
         try:
             runner = await start_dashboard(memory, config)

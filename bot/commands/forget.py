@@ -1,9 +1,13 @@
-"""``guildlore forget --guild G --user U``: erase a member, as ``/memory forget-me`` does.
+"""``guildlore forget --guild G --user U``: erase a member, as ``/memory forget-me`` does;
+``guildlore forget --user U --all-guilds``: erase a user from every guild at once (what
+Discord asks of a bot's owner when an account is deleted), with one receipt.
 
 ``Memory.forget`` removes the member's facts, vectors, FTS rows, messages and
 traces, redacts their journal lines, regenerates MEMORY.md and leaves one
-``forget`` history row without content. It asks before erasing unless
-``--yes`` is given (or stdin is not a terminal, where it refuses instead).
+``forget`` history row without content, and a deletion receipt (its id is
+printed; ``guildlore receipt ID`` shows it again and checks it). It asks
+before erasing unless ``--yes`` is given (or stdin is not a terminal, where
+it refuses instead).
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ from bot.commands._common import (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--guild", required=True, metavar="ID", help="guild id")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--guild", metavar="ID", help="guild id")
+    where.add_argument(
+        "--all-guilds",
+        action="store_true",
+        help="erase the user from every guild at once (a deleted Discord account)",
+    )
     parser.add_argument("--user", required=True, metavar="ID", help="member's Discord user id")
     parser.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -41,7 +51,7 @@ def _snowflake(value: str, flag: str) -> str:
 
 @reports_errors
 def run(args: argparse.Namespace) -> int:
-    guild = _snowflake(args.guild, "--guild")
+    guild = None if args.all_guilds else _snowflake(args.guild, "--guild")
     user = _snowflake(args.user, "--user")
     settings = load_cli_settings(args)
     if not settings.database_exists:
@@ -51,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(
                 "guildlore forget: refusing to erase without --yes (stdin is not a terminal)", 2
             )
+        where = "in every guild" if guild is None else f"in guild {guild}"
         answer = input(
-            f"Erase everything remembered about user {user} in guild {guild}? "
-            "This cannot be undone. [y/N] "
+            f"Erase everything remembered about user {user} {where}? This cannot be undone. [y/N] "
         )
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing erased")
@@ -61,15 +71,20 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_main(args, settings, guild, user))
 
 
-async def _main(args: argparse.Namespace, settings: Any, guild: str, user: str) -> int:
+async def _main(args: argparse.Namespace, settings: Any, guild: str | None, user: str) -> int:
     async with open_memory(settings, ingest=False) as memory:
-        report = await memory.forget(guild, user, actor="operator:cli")
+        if guild is None:
+            report = await memory.erasure.forget_everywhere(user, actor="operator:cli")
+        else:
+            report = await memory.forget(guild, user, actor="operator:cli")
     if args.json:
         print(json.dumps(asdict(report), indent=2))
     else:
+        where = f"{report.guilds} guilds" if guild is None else f"guild {guild}"
         print(
-            f"Erased user {user} from guild {guild}: {report.facts} facts, {report.vectors} "
+            f"Erased user {user} from {where}: {report.facts} facts, {report.vectors} "
             f"vectors, {report.messages} messages, {report.traces} traces, "
-            f"{report.journal_lines} journal lines. MEMORY.md regenerated."
+            f"{report.journal_lines} journal lines. MEMORY.md regenerated.\n"
+            f"Deletion receipt: {report.receipt_id}"
         )
     return 0

@@ -84,6 +84,8 @@ def memory_consent_store(memory: Any) -> tuple[OptOutLoader, OptOutSaver]:
     """Opt-out persistence on the engine's ``voice_opt_outs`` table (kept by ``forget``)."""
 
     async def load(guild_id: int) -> list[int]:
+        # Warms the memory opt-outs the receive thread reads (``known_out``).
+        await memory.opt_outs.members(str(guild_id))
         return [int(u) for g, u in await memory.guilds.voice_opt_outs() if g == str(guild_id)]
 
     async def save(guild_id: int, user_id: int, opted_out: bool) -> None:
@@ -141,8 +143,12 @@ class VoiceManager:
         stt_where: str | None = None,
         check_internals: bool = True,
         report_error: VoiceErrorReport | None = None,
+        memory_opted_out: Callable[[str, str], bool] | None = None,
     ) -> None:
         self._transcriber = transcriber
+        # (guild, user) → they opted out of memory altogether (``/memory
+        # opt-out``): their audio is ignored before transcription too.
+        self._memory_opted_out = memory_opted_out
         self._ingest = ingest
         self.settings = settings or VoiceSettings()
         self._load_opt_outs = load_opt_outs
@@ -167,7 +173,10 @@ class VoiceManager:
 
     def is_opted_out(self, guild_id: int, user_id: int) -> bool:
         # Called from the receive thread; set membership is atomic in CPython.
-        return user_id in self._opted_out.get(guild_id, ())
+        if user_id in self._opted_out.get(guild_id, ()):
+            return True
+        out = self._memory_opted_out
+        return out is not None and out(str(guild_id), str(user_id))
 
     async def _ensure_loaded(self, guild_id: int) -> None:
         if guild_id in self._loaded or self._load_opt_outs is None:

@@ -34,6 +34,7 @@ class Admission:
         *,
         ingesting: Callable[[], bool],
         rejected: dict[str, int],
+        opted_out: Callable[[str, str], Awaitable[bool]] | None = None,
     ) -> None:
         self._cfg = cfg
         self._queue = queue
@@ -41,6 +42,11 @@ class Admission:
         self._before_ingest = before_ingest
         self._ingesting = ingesting  # the engine was started to ingest
         self._line = InOrder()
+        # (guild, author) → the author asked not to be remembered here
+        # (``Memory.opt_outs``): every way in — live, catch-up, import, voice —
+        # passes this check, so nothing of theirs is stored, journaled,
+        # extracted or embedded.
+        self._opted_out = opted_out
         self.rejected = rejected  # rejections by reason (the admin counters show them)
 
     async def admit(self, msg: IncomingMessage, *, backpressure: bool = False) -> IngestOutcome:
@@ -64,6 +70,10 @@ class Admission:
                 return self._reject(msg, "channel excluded from memory (setting)")
             if clean.is_bot and not gs.ingest_bots:
                 return self._reject(msg, "bot messages are not ingested (guild setting)")
+            if self._opted_out is not None and await self._opted_out(
+                clean.guild_id or "", clean.author_id
+            ):
+                return self._reject(msg, "the author opted out of memory here")
             await place.turn()
             current = self._before_ingest(clean)
             if current is None:

@@ -8,6 +8,16 @@ write transactions (the label call is I/O and must not run inside one), only
 for the candidates the guards accept, and not at all when the guild stores
 sensitive facts anyway. The offline word lists need no I/O: ``route``
 applies them to each accepted candidate inside the write.
+
+In ``ask`` mode the message a queued fact came from waits too (``holds``):
+its text is withheld from search, reply windows, episodes and the journal,
+and is not embedded, until the member accepts (``memory.store.held_messages``).
+A member who is asked "may I remember that you were diagnosed with
+dyslexia?" and says no should not find the bot quoting the message anyway.
+Only a message a sensitive fact about its author was drawn from is held: the
+offline word lists, run over whole messages, flag ordinary talk too often
+(a link reads as contact details, a papyrology server's "New Testament" as
+religion) to ask members about every such message.
 """
 
 from __future__ import annotations
@@ -79,9 +89,14 @@ class SensitiveGate:
 
     @staticmethod
     def category(batch: BatchLabels, cand: Candidate) -> str | None:
-        """The special category of an accepted candidate, or None."""
+        """The special category of an accepted candidate, None for none."""
         key = compact(cand.fact)
         return batch.labels[key] if key in batch.labels else classify_text(_text(cand))
+
+    def holds(self, batch: BatchLabels, accepted: Sequence[Candidate]) -> bool:
+        """Whether the message these candidates came from waits for consent
+        with them: the guild asks, and one of them is sensitive."""
+        return batch.mode == "ask" and any(self.category(batch, c) for c in accepted)
 
     def route(
         self, con: Connection, batch: BatchLabels, cand: Candidate, msg: IncomingMessage, now: str

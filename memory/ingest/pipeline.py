@@ -13,6 +13,11 @@ A failed extraction call leaves its messages waiting for a retry
 or its write fails alone: its transaction part is rolled back and it is
 marked ``failed`` with the reason, while the rest of the batch goes on.
 
+A message a sensitive fact was queued from (``sensitive_facts = ask``) is
+withheld with it (``SensitiveGate.holds``): its journal line says so instead
+of quoting it, its text leaves ``messages`` in its write, and it is not
+embedded (``memory.store.held_messages``).
+
 Batches run concurrently. The extraction call — the slow part — waits for
 nothing. The ordered part (journal line, write) of a message waits until the
 same author's previous message has written (``job.prev.written``), so a
@@ -51,11 +56,16 @@ from memory.ingest.stats import PipelineStats
 from memory.journal import EDITED, Journal
 from memory.models import Candidate, Fact
 from memory.store import fact_decision
+from memory.store import held_messages as store_held
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.lifecycle import current_content
 
 log = logging.getLogger(__name__)
+
+# The journal line of a message withheld while its author decides about a
+# sensitive fact in it.
+HELD_LINE = "[withheld until its author answers a consent question]"
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,8 @@ class _Prepared:
     # The LLM's answer for each accepted candidate (None: no LLM decided).
     planned: tuple[Planned, ...] | None = None
     settings: GuildSettings = field(default_factory=GuildSettings)  # the guild's
+    # Withheld with the sensitive fact it holds (``SensitiveGate.holds``).
+    held: bool = False
 
 
 class BatchProcessor:
@@ -149,7 +161,17 @@ class BatchProcessor:
         ]
         sensitive = await self._labels(prepared)
         settings = await self.settings.get(guild_id) if guild_id else GuildSettings()
-        prepared = [replace(p, sensitive=sensitive, settings=settings) for p in prepared]
+        prepared = [
+            replace(
+                p,
+                sensitive=sensitive,
+                settings=settings,
+                held=p.guarded is not None
+                and p.extract_error is None
+                and self.gate.holds(sensitive, p.guarded.accepted),
+            )
+            for p in prepared
+        ]
         changed: list[Fact] = []
         async for group in self._in_turn(jobs, prepared):
             changed.extend(await self._commit(group))
@@ -224,7 +246,7 @@ class BatchProcessor:
             states = await self.db.read(store_messages.message_states, resumed)
             done_before = {i for i, (_, journaled) in states.items() if journaled}
         todo = [
-            (p.job, p.cleaned)
+            (p.job, HELD_LINE if p.held else p.cleaned)
             for p in group
             if p.cleaned is not None and p.job.msg.id not in done_before
         ]
@@ -445,6 +467,10 @@ class BatchProcessor:
                 subject=m.author_id,
                 detail={"message_id": m.id, "reasons": refused, "candidates": len(p.candidates)},
             )
+        if p.held and m.guild_id:
+            # Before the consent rows: taking the text out is an update of
+            # the message, which drops the consent rows that exist for it.
+            store_held.hold(con, m.guild_id, m.id, m.author_id, now)
         routes: list[Route] = []
         for n, cand in enumerate(result.accepted):
             routes.append(self.gate.route(con, p.sensitive, cand, m, now))
@@ -492,6 +518,10 @@ class BatchProcessor:
                     "message_id": m.id,
                 },
             )
+        if p.held and m.guild_id:
+            # Nothing of it waits after all (its fact was already pending from
+            # another message): the text comes straight back.
+            store_held.settle(con, m.guild_id, m.id, refused=False)
         self.gate.log(con, m, routes, now)
         if result.accepted and m.guild_id:
             self.budgets.after_write(con, m.guild_id, m.author_id, now, channel_id=m.channel_id)

@@ -12,7 +12,12 @@ The adapter (the Discord cog, later voice) turns its objects into a
    JSON directive on endpoints without tools), each answered with ``[M#]``
    bullets before the model answers;
 3. each ``memoryLine`` (at most two) stored as lore, grounded in the member's
-   own words; the guards refuse lines the member did not say.
+   own words; the guards refuse lines the member did not say, the member's
+   daily lore cap holds back lines beyond it, and nothing is stored for a
+   member who opted out of memory (``Memory.opt_outs``).
+
+``ReplyResult.citations`` maps the ``[M#]`` the model cites in its answer to
+the memories its lookups returned (the adapter links their sources).
 
 A model that fails or answers nothing usable raises ``LLMError`` (a
 ``MalformedReply`` for unusable output); the adapter apologises.
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +37,7 @@ from typing import Any
 
 from memory.clock import iso
 from memory.engine import Memory
+from memory.ingest.write_caps import CapReached
 from memory.llm import ChatModel
 from memory.models import Hit, Procedure, PromptSlice, Remembered
 from memory.reply.change_header import change_header
@@ -54,6 +61,8 @@ from memory.review_policy import Queued, Standing
 from memory.roles.procedures import render_procedures
 
 log = logging.getLogger(__name__)
+
+_CITATION = re.compile(r"\[M(\d{1,3})\]")
 
 # -- rendering the prompt ----------------------------------------------------------------------
 
@@ -223,6 +232,24 @@ class ReplyResult:
     completion_tokens: int | None = None
     compose_ms: float = 0.0
 
+    def citations(self) -> list[tuple[int, Hit]]:
+        """The ``[M#]`` the answer cites, in order of first mention, each with
+        the memory a lookup returned under that number (unknown numbers are
+        left out)."""
+        out: list[tuple[int, Hit]] = []
+        seen: set[int] = set()
+        for m in _CITATION.finditer(self.text):
+            n = int(m.group(1))
+            if n in seen:
+                continue
+            seen.add(n)
+            for call in self.calls:
+                hit = call.citation(n)
+                if hit is not None:
+                    out.append((n, hit))
+                    break
+        return out
+
     @property
     def lookup_query(self) -> str | None:
         """The first lookup's query (None: the model looked nothing up)."""
@@ -354,6 +381,7 @@ async def compose_reply(
             r.channel_id if r.channel_bias else None,
             frozenset(r.visible_channels),
             ("tool", r.consumer),
+            author_id=r.author_id,
         ),
         temperature=temperature,
         max_tokens=max_tokens,
@@ -370,16 +398,24 @@ async def compose_reply(
         ]
     )
     stored: list[Remembered] = []
-    for line in done.lines[:MAX_LINES]:
-        remembered = await memory.lore.remember(
-            r.guild_id,
-            line,
-            source_text=r.text,
-            channel_id=r.channel_id,
-            source_message_id=r.message_id,
-            author_id=r.author_id,
-            standing=r.standing,
-        )
+    lines = done.lines[:MAX_LINES]
+    if lines and await memory.opt_outs.is_out(r.guild_id, r.author_id):
+        log.info("not storing %d memoryLine(s): the member opted out of memory", len(lines))
+        lines = []
+    for line in lines:
+        try:
+            remembered = await memory.lore.remember(
+                r.guild_id,
+                line,
+                source_text=r.text,
+                channel_id=r.channel_id,
+                source_message_id=r.message_id,
+                author_id=r.author_id,
+                standing=r.standing,
+            )
+        except CapReached as exc:
+            log.info("memoryLine held back: %s", exc)
+            continue
         if remembered is None:
             log.info("memoryLine refused by the guards: %r", line[:80])
         elif isinstance(remembered, Queued):

@@ -9,7 +9,7 @@ validated here, the search runs in the engine under the tool's allowlist
 to the model as the call's result, so it can correct itself.
 
 Parameters: ``query`` (required, at most 220 characters); ``about`` (member
-names or ids, or ``lore``); ``types`` (memory types); ``as_of``, ``after``,
+names or ids, ``me`` for the member the reply answers, or ``lore``); ``types`` (memory types); ``as_of``, ``after``,
 ``before`` (ISO dates or times; as_of: what was true then; after/before:
 when it was observed); ``top_k`` (1–10, default 5); ``budget_tokens``
 (50–800, default 400); ``threshold`` (0–1: the least score a result needs).
@@ -18,6 +18,10 @@ A call searches facts and past messages together (the engine's default
 scope: "when did we talk about X?" is answered by the messages), unless it
 narrows to members, memory types or observation times: those are fields of
 facts, which messages do not have, so such a call searches facts only.
+
+Bullets are numbered across a reply's calls (a second call's first bullet
+follows the first call's last), so each ``[M#]`` the model cites in its
+answer names one memory (``QueryCall.first``).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ MIN_BUDGET_TOKENS = 50
 MAX_BUDGET_TOKENS = 800
 DEFAULT_BUDGET_TOKENS = 400
 MAX_ABOUT = 5
+# What the model may write in ``about`` for the member it is answering.
+SELF_NAMES = frozenset({"me", "myself", "i", "self", "the user", "user", "author"})
 _PARAMETERS = (
     "query",
     "about",
@@ -81,7 +87,8 @@ TOOL_SPEC: dict[str, Any] = {
                     "type": "array",
                     "items": {"type": "string"},
                     "description": "Only memories about these members (display names or ids), "
-                    'or "lore" for the server\'s own lines.',
+                    '"me" for the member you are answering, or "lore" for the server\'s own '
+                    "lines.",
                 },
                 "types": {
                     "type": "array",
@@ -267,6 +274,8 @@ class QueryScope:
     channel_id: str | None
     visible_channels: frozenset[str]
     consumers: tuple[str, ...] = ("tool", "replies")
+    # The member the reply answers: what ``about: "me"`` means.
+    author_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -280,6 +289,12 @@ class QueryCall:
     hits: tuple[Hit, ...] = ()
     error: str | None = None
     result: str = ""
+    first: int = 1  # the [M#] number of its first hit
+
+    def citation(self, number: int) -> Hit | None:
+        """The hit the model cites as ``[M<number>]``, if this call returned it."""
+        i = number - self.first
+        return self.hits[i] if 0 <= i < len(self.hits) else None
 
     @property
     def hit_ids(self) -> list[str]:
@@ -297,11 +312,18 @@ class QueryCall:
         }
 
 
-async def _subjects(memory: Memory, guild_id: str, about: Sequence[str]) -> list[str]:
+async def _subjects(
+    memory: Memory, guild_id: str, about: Sequence[str], author_id: str | None
+) -> list[str]:
     out: list[str] = []
     for name in about:
         if name.lower() == "lore":
             out.append(LORE_SUBJECT)
+            continue
+        if name.lower() in SELF_NAMES:
+            if author_id is None:
+                raise InvalidInput('"me" names nobody here: give a member\'s name')
+            out.append(author_id)
             continue
         found = await memory.retriever.members_named(guild_id, name)
         if not found:
@@ -311,10 +333,14 @@ async def _subjects(memory: Memory, guild_id: str, about: Sequence[str]) -> list
 
 
 def render_results(
-    query: str, hits: Sequence[Hit], budget_tokens: int, render: Callable[[Hit], str]
+    query: str,
+    hits: Sequence[Hit],
+    budget_tokens: int,
+    render: Callable[[Hit], str],
+    start: int = 1,
 ) -> tuple[str, int]:
-    """``[M#]`` bullets, best first, as many as fit in ``budget_tokens``; the text
-    and how many bullets it holds."""
+    """``[M#]`` bullets from ``[M<start>]``, best first, as many as fit in
+    ``budget_tokens``; the text and how many bullets it holds."""
     if not hits:
         return (
             f"Memory lookup for {json.dumps(query, ensure_ascii=False)}: no durable match. "
@@ -326,7 +352,7 @@ def render_results(
     lines = [head]
     used = estimate_tokens(head)
     shown = 0
-    for i, h in enumerate(hits, start=1):
+    for i, h in enumerate(hits, start=start):
         line = f"[M{i}] {render(h)}"
         cost = estimate_tokens(line)
         if used + cost > budget_tokens:
@@ -346,12 +372,14 @@ async def run_query(
     *,
     via: str,
     render: Callable[[Hit], str],
+    start: int = 1,
 ) -> QueryCall:
-    """Validate and run one call; errors (bad arguments, a type outside the
-    allowlists) become the call's result, never an exception."""
+    """Validate and run one call, its bullets numbered from ``[M<start>]``;
+    errors (bad arguments, a type outside the allowlists) become the call's
+    result, never an exception."""
     try:
         q = parse_arguments(raw)
-        subjects = await _subjects(memory, scope.guild_id, q.about)
+        subjects = await _subjects(memory, scope.guild_id, q.about, scope.author_id)
         hits = await memory.search(
             scope.guild_id,
             q.query,
@@ -377,7 +405,7 @@ async def run_query(
         )
     if q.threshold is not None:
         hits = [h for h in hits if h.score >= q.threshold]
-    text, shown = render_results(q.query, hits, q.budget_tokens, render)
+    text, shown = render_results(q.query, hits, q.budget_tokens, render, start)
     kept = tuple(hits[:shown])
     log.info(
         "memory_query via %s: %r %s -> %d hits %s",
@@ -387,4 +415,6 @@ async def run_query(
         len(kept),
         [h.id for h in kept],
     )
-    return QueryCall(via=via, query=q.query, filters=q.filters(), hits=kept, result=text)
+    return QueryCall(
+        via=via, query=q.query, filters=q.filters(), hits=kept, result=text, first=start
+    )

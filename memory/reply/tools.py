@@ -273,7 +273,7 @@ class ReplyExchange:
             out.take(reply)
             if reply.lookup is None or len(out.calls) >= MAX_CALLS:
                 break
-            call = await self._call(reply.lookup, via="directive")
+            call = await self._call(reply.lookup, via="directive", out=out)
             out.calls.append(call)
             more = FOLLOW_UP_MORE if len(out.calls) < MAX_CALLS else FOLLOW_UP_FORMAT
             self.turns += [
@@ -327,7 +327,7 @@ class ReplyExchange:
             elif len(out.calls) >= MAX_CALLS:
                 result = LIMIT_REACHED
             else:
-                call = await self._call(tc.arguments, via="tool")
+                call = await self._call(tc.arguments, via="tool", out=out)
                 out.calls.append(call)
                 result = call.result
             self.turns.append({"role": "tool", "tool_call_id": tc.id, "content": result})
@@ -341,8 +341,12 @@ class ReplyExchange:
         except MalformedReply:
             pass  # text beside a call is often a remark, not the answer
 
-    async def _call(self, raw: str | dict[str, Any], *, via: str) -> QueryCall:
-        return await run_memory_query(self.memory, self.scope, raw, via=via, render=self.render)
+    async def _call(self, raw: str | dict[str, Any], *, via: str, out: Exchange) -> QueryCall:
+        # Numbered on from the reply's earlier calls: each [M#] names one memory.
+        start = 1 + sum(len(c.hits) for c in out.calls)
+        return await run_memory_query(
+            self.memory, self.scope, raw, via=via, render=self.render, start=start
+        )
 
 
 def _directive_in(text: str) -> bool:

@@ -5,6 +5,11 @@ A member sees and decides only their own pending facts. Accepting stores the
 fact through the same write decision as an extracted one (history actor
 ``user:<id>``); rejecting and expiry store nothing and delete the pending
 text. Operators see counts per guild and category, never the texts.
+
+The message a pending fact came from is withheld meanwhile
+(``memory.store.held_messages``): once none of its facts is pending, its text
+comes back if every one was accepted (and is embedded), and is deleted for
+good if one was rejected or expired.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from memory.models import Fact, PendingFact
 from memory.snapshot import SnapshotRefresher
 from memory.store import consent as store_consent
 from memory.store import fact_decision
+from memory.store import held_messages as store_held
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +67,8 @@ class ConsentOps:
         now = iso(self._clock())
         actor = f"user:{user_id}"
 
+        released: list[str] = []
+
         def work(con: Connection) -> Fact | None:
             item = store_consent.get_pending(con, guild_id, user_id, item_id)
             if item is None or item.expires_at <= now:
@@ -83,12 +91,17 @@ class ConsentOps:
             )
             applied = fact_decision.apply_decision(con, new, decision, now=now, actor=actor)
             store_consent.record_decision(con, item, "accept", actor, now, applied.fact.id)
+            back = store_held.settle(con, guild_id, item.message_id, refused=False)
+            if back is not None:
+                released.append(back)
             archive_over_budget(con, self._cfg, guild_id, user_id, now)
             return applied.fact
 
         fact: Fact | None = await self._db.write(work)
         if fact is not None:
             self._embeddings.schedule_facts([fact])
+            if released:
+                self._embeddings.schedule_messages([(m, guild_id) for m in released])
             self._snapshot.request()
         return fact
 
@@ -102,6 +115,7 @@ class ConsentOps:
             if item is None:
                 return False
             store_consent.record_decision(con, item, "reject", actor, now)
+            store_held.settle(con, guild_id, item.message_id, refused=True)
             return True
 
         return bool(await self._db.write(work))
@@ -126,6 +140,7 @@ class ConsentOps:
             items = store_consent.expired(con, now, guild_id=guild_id)
             for item in items:
                 store_consent.record_decision(con, item, "expire", "system", now)
+                store_held.settle(con, guild_id, item.message_id, refused=True)
             return len(items)
 
         total = 0

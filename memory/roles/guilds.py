@@ -11,6 +11,7 @@ from memory.clock import Clock, iso
 from memory.db.core import Connection, Database
 from memory.embed.service import GUILD_MODEL_KEY, EmbeddingService
 from memory.guild_settings import GuildSettings, GuildSettingsCache, parse_guild_setting
+from memory.roles.opt_outs import OptOuts
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 
@@ -24,8 +25,11 @@ class GuildOps:
         embeddings: EmbeddingService,
         clock: Clock,
         settings_cache: GuildSettingsCache,
+        opt_outs: OptOuts | None = None,
     ) -> None:
         self._db = db
+        # Members who opted out of memory: their names are not recorded.
+        self._opt_outs = opt_outs
         self._embeddings = embeddings
         self._clock = clock
         # Shared with the ingest pipeline, so a change applies to both at once.
@@ -51,8 +55,12 @@ class GuildOps:
         channels: dict[str, str] | None = None,
         members: dict[str, str] | None = None,
     ) -> None:
-        """Record display names (guild, channels, members) for pages and the snapshot."""
+        """Record display names (guild, channels, members) for pages and the
+        snapshot; not those of members who opted out of memory."""
         now = iso(self._clock())
+        if members and self._opt_outs is not None:
+            out = await self._opt_outs.members(guild_id)
+            members = {uid: name for uid, name in members.items() if uid not in out}
 
         def work(con: Connection) -> None:
             # Rows locked in the order a message's own insert locks them

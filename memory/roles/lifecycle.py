@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from memory.clock import Clock, iso
@@ -79,8 +79,11 @@ class MessageLifecycle:
         cfg: IngestConfig,
         clock: Clock,
         ingesting: Callable[[], bool],
+        opted_out: Callable[[str, str], Awaitable[bool]] | None = None,
     ) -> None:
         self._db = db
+        # (guild, author) → they opted out of memory (``Memory.opt_outs``).
+        self._opted_out = opted_out
         self._journal = journal
         self._queue = queue
         self._snapshot = snapshot
@@ -246,6 +249,12 @@ class MessageLifecycle:
         retract the facts it alone supported that the new text no longer says,
         and extract the new text. ``edited_at`` (ISO) goes to the action log."""
         text = content[: self._cfg.message_max_chars]
+        if self._opted_out is not None:
+            stored = await self._db.read(store_messages.get_message, guild_id, message_id)
+            if stored is not None and await self._opted_out(guild_id, stored.author_id):
+                # Its author opted out of memory since: the new text is not
+                # theirs to keep, and the old one is no longer what they say.
+                text = ""
         if not text.strip():
             # Nothing left to remember: an edit down to nothing is a delete.
             report = await self.delete_messages(guild_id, [message_id])

@@ -15,7 +15,9 @@ from memory.db.core import Connection, Database
 from memory.embed.service import EmbeddingService
 from memory.extract.base import Extractor
 from memory.extract.guards import normalise_lore_line
+from memory.ingest import write_caps
 from memory.ingest.pipeline import BatchProcessor
+from memory.ingest.write_caps import CapReached
 from memory.models import LORE_SUBJECT, Remembered
 from memory.review_policy import Queued, Standing
 from memory.snapshot import SnapshotRefresher
@@ -63,7 +65,8 @@ class LoreOps:
         gets the source; "update", "supersede"); ``Queued`` when it waits for
         a moderator instead. None when the line fails the guards.
         ``author_id`` (else the ``user:`` actor's id) and ``standing``: the
-        member whose words it is, for the review policy."""
+        member whose words or request it is, for the review policy; their
+        daily lore cap applies (``CapReached`` when it is used up)."""
         text = normalise_lore_line(line, source_text)
         if text is None:
             return None
@@ -72,6 +75,9 @@ class LoreOps:
         settings = await self._pipeline.settings.get(guild_id)
         review = self._pipeline.review
         now = iso(self._clock())
+        limit = 0
+        if author_id is not None:
+            limit = write_caps.limit_of(settings, "lore")
         new = NewFact(
             guild_id,
             channel_id,
@@ -86,7 +92,18 @@ class LoreOps:
         decisions = self._pipeline.decisions
         planned = await decisions.plan_one(guild_id, new.fact, now, self._extractor, actions)
 
-        def work(con: Connection) -> Remembered | Queued:
+        def work(con: Connection) -> Remembered | Queued | None:
+            if author_id is not None and not write_caps.take(
+                con,
+                guild_id=guild_id,
+                author_id=author_id,
+                kind="lore",
+                limit=limit,
+                text=text,
+                now=now,
+                detail={"source_message_id": source_message_id, "channel_id": channel_id},
+            ):
+                return None
             for a in actions:
                 store_ops.log_action(
                     con, a["kind"], a["message"], now, guild_id=guild_id, detail=a["detail"]
@@ -120,7 +137,9 @@ class LoreOps:
             self._pipeline.stats.count_decision(decision.kind)
             return Remembered(fact, decision.kind)
 
-        remembered: Remembered | Queued = await self._db.write(work)
+        remembered: Remembered | Queued | None = await self._db.write(work)
+        if remembered is None:
+            raise CapReached("lore", limit)
         if isinstance(remembered, Queued):
             review.announce()
             return remembered

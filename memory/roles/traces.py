@@ -10,6 +10,7 @@ from memory.clock import Clock, iso
 from memory.db.core import Connection, Database
 from memory.memory_types import memory_type_of
 from memory.models import Fact, Hit, Trace
+from memory.roles.provenance import matched_words
 from memory.store import ops as store_ops
 from memory.store import reply_context as store_context
 
@@ -28,8 +29,12 @@ class TraceOps:
         retrieved: Sequence[Hit] = (),
         stored: Sequence[tuple[Fact, str]] = (),
         reply_id: str | None = None,
+        query: str | None = None,
     ) -> int:
         """One row per fact a reply retrieved, and per fact it stored or updated.
+        ``query``: the member's words the memory was looked up with; a
+        retrieved row keeps which of them its text says (``matched``), for
+        the why card.
 
         ``stored`` holds (fact, event) pairs, e.g. what ``Memory.lore.remember``
         returned; a new fact ("add", "supersede") is recorded as stored,
@@ -47,7 +52,12 @@ class TraceOps:
                     "action": "retrieved",
                     "content": h.text,
                     "score": h.score,
-                    "score_parts": {**h.parts.as_dict(), "kind": h.kind, "ref": h.id},
+                    "score_parts": {
+                        **h.parts.as_dict(),
+                        "kind": h.kind,
+                        "ref": h.id,
+                        "matched": matched_words(query, h.text) if query else [],
+                    },
                     "memory_type": memory_type_of(h.fact_type) if h.kind == "fact" else "messages",
                 }
             )

@@ -20,6 +20,7 @@ from memory.db.core import Connection
 from memory.db.sql import chunks, marks
 from memory.store.episode_sources import episode_ids, queue_rebuild
 from memory.store.facts import add_history
+from memory.store.held_messages import drop as drop_held
 from memory.store.journal_days import mark_dirty
 from memory.store.messages import erase_messages
 from memory.store.reply_context import erase_refs, fact_refs
@@ -264,6 +265,8 @@ def edit_message(
     seq = int(row["seq"])
     delete_message_vectors_index(con, [seq])
     con.execute("DELETE FROM message_vectors WHERE message_seq = ?", (seq,))
+    # A text withheld for consent is replaced by the new one (read anew).
+    drop_held(con, guild_id, [message_id])
     # ``edited_at`` marks the journal line of an edited message "(edited)".
     con.execute(
         "UPDATE messages SET content = ?, edited_at = coalesce(edited_at, ?), state = 'pending', "

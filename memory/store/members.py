@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from memory.db.core import Connection
 from memory.db.sql import chunks, marks
-from memory.models import Fact, StoredMessage
+from memory.models import Fact, HistoryEntry, StoredMessage
 from memory.store.facts import FACT_COLUMNS, row_to_fact
 from memory.store.messages import MESSAGE_COLUMNS, row_to_message
 
@@ -54,3 +54,71 @@ def authors_of(con: Connection, guild_id: str, message_ids: Sequence[str]) -> di
         ):
             found[str(r[0])] = str(r[1])
     return found
+
+
+# Events after which a fact's row is gone (its history keeps no text).
+ERASED_EVENTS = ("delete", "purge", "retract", "forget")
+
+
+def histories(
+    con: Connection, guild_id: str, fact_ids: Sequence[int]
+) -> dict[int, list[HistoryEntry]]:
+    """Each fact's history rows, oldest first."""
+    out: dict[int, list[HistoryEntry]] = {}
+    for chunk in chunks(list(dict.fromkeys(fact_ids))):
+        rows = con.execute(
+            "SELECT id, guild_id, fact_id, event, old_text, new_text, actor, source_message_id, "
+            "reason, created_at, linked_fact_id FROM fact_history WHERE guild_id = ? "
+            f"AND fact_id IN ({marks(len(chunk))}) ORDER BY id",
+            [guild_id, *chunk],
+        ).fetchall()
+        for r in rows:
+            out.setdefault(int(r["fact_id"]), []).append(
+                HistoryEntry(
+                    id=int(r["id"]),
+                    guild_id=r["guild_id"],
+                    fact_id=r["fact_id"],
+                    event=r["event"],
+                    old_text=r["old_text"],
+                    new_text=r["new_text"],
+                    actor=r["actor"],
+                    source_message_id=r["source_message_id"],
+                    reason=r["reason"],
+                    created_at=r["created_at"],
+                    linked_fact_id=r["linked_fact_id"],
+                )
+            )
+    return out
+
+
+def erased_fact(con: Connection, guild_id: str, fact_id: int) -> tuple[str | None, str] | None:
+    """(subject, when) of the erase of a fact that no longer exists; None when
+    its history records no erase (it never existed, or its history went with
+    the erase of its member)."""
+    row = con.execute(
+        "SELECT subject, created_at FROM fact_history WHERE guild_id = ? AND fact_id = ? "
+        f"AND event IN ({marks(len(ERASED_EVENTS))}) ORDER BY id DESC LIMIT 1",
+        [guild_id, fact_id, *ERASED_EVENTS],
+    ).fetchone()
+    if row is None:
+        return None
+    return (None if row["subject"] is None else str(row["subject"]), str(row["created_at"]))
+
+
+def guilds_holding(con: Connection, user_id: str) -> list[str]:
+    """Every guild whose memory holds anything of ``user_id``: their messages,
+    facts about them, their name, pending consent questions, withheld
+    messages, action-log rows, write counts."""
+    found: set[str] = set()
+    for sql in (
+        "SELECT DISTINCT guild_id FROM messages WHERE author_id = ?",
+        "SELECT DISTINCT guild_id FROM memory_facts WHERE subject = ?",
+        "SELECT DISTINCT guild_id FROM members WHERE user_id = ?",
+        "SELECT DISTINCT guild_id FROM consent_queue WHERE user_id = ?",
+        "SELECT DISTINCT guild_id FROM held_messages WHERE user_id = ?",
+        "SELECT DISTINCT guild_id FROM action_log WHERE subject = ? AND guild_id IS NOT NULL",
+        "SELECT DISTINCT guild_id FROM write_quota WHERE author_id = ?",
+        "SELECT DISTINCT guild_id FROM fact_history WHERE subject = ?",
+    ):
+        found.update(str(r[0]) for r in con.execute(sql, (user_id,)))
+    return sorted(found)

@@ -409,6 +409,11 @@ def erase_messages(con: Connection, guild_id: str, ids: Sequence[str], seqs: Seq
             [guild_id, *chunk],
         )
         mark_dirty_where(con, f"guild_id = ? AND id IN ({held})", [guild_id, *chunk])
+        # A text withheld for its author's consent goes with its message.
+        con.execute(
+            f"DELETE FROM held_messages WHERE guild_id = ? AND message_id IN ({held})",
+            [guild_id, *chunk],
+        )
         con.execute(
             f"DELETE FROM messages WHERE guild_id = ? AND id IN ({held})", [guild_id, *chunk]
         )

@@ -262,8 +262,11 @@ async def test_why_shows_the_traces_of_the_last_reply(harness: Harness) -> None:
 
     answer = await why_last_reply(h.memory, h.guild, h.mods, h.alice)
     assert str(trigger.id) in answer.text
-    assert "nurse in Berlin" in answer.text and "score" in answer.text
-    assert "stored: Memory line: the meetup is at the lake." in answer.text
+    # Why, in words a member understands: no score jargon.
+    assert "nurse in Berlin" in answer.text and "it's about you" in answer.text
+    assert "score" not in answer.text
+    assert "__What I stored__" in answer.text
+    assert "Memory line: the meetup is at the lake." in answer.text
     assert answer.ephemeral
 
 

@@ -12,8 +12,8 @@ import discord.ext.test as dpytest
 import pytest
 
 from memory.db.sqlite import driver as sqlite
-from tests.fakeopenai import FakeOpenAI
 from tests.bot.test_bot import make_harness
+from tests.fakeopenai import FakeOpenAI
 from tests.tmpfs import fill, tmpfs
 
 

@@ -93,7 +93,9 @@ async def test_about_me_shows_own_facts_and_counts_the_hidden(harness: Harness) 
     assert "1 more facts from channels you can't read" in answer.text
     assert "sailing" not in answer.text
     assert "your stored messages: 3" in answer.text
-    assert 'from your message: "I love hiking in the Alps."' in answer.text
+    # The quote of her own message, linked to it (a channel she can read).
+    assert '): "I love hiking in the Alps."' in answer.text
+    assert f"from [your message](<https://discord.com/channels/{h.guild.id}/" in answer.text
 
 
 async def test_export_is_about_me_plus_own_messages_and_nothing_else(harness: Harness) -> None:
@@ -140,7 +142,8 @@ async def test_correct_changes_only_own_facts(harness: Harness) -> None:
     assert (await h.memory.facts.get(gid, bobs.id)).fact == bobs.fact  # type: ignore[union-attr]
     hidden = await _fact(h, h.alice, "nurse")
     refused = await correct_answer(h.memory, h.guild, h.alice, str(hidden.id), "I am a teacher.")
-    assert refused.text == "You can only correct facts about yourself."
+    # Hers, but from a channel she can no longer read: said so, not "not yours".
+    assert "comes from a channel you can't read" in refused.text
     assert (await correct_answer(h.memory, h.guild, h.alice, "hiking", "x y z w")).text.startswith(
         "Pick one"
     )
@@ -150,10 +153,18 @@ async def test_correct_changes_only_own_facts(harness: Harness) -> None:
     )
 
     assert done.ephemeral and "Dolomites" in done.text
-    changed = await h.memory.facts.get(gid, mine.id)
-    assert changed is not None and changed.fact == "Alice loves hiking in the Dolomites."
+    # The correction supersedes the fact (issue 31): a new fact, the old one closed.
+    old = await h.memory.facts.get(gid, mine.id)
+    assert old is not None and old.fact == mine.fact and old.valid_to is not None
+    changed = await _fact(h, h.alice, "Dolomites")
+    assert changed.fact == "Alice loves hiking in the Dolomites." and changed.valid_to is None
+    assert changed.evidence_text == "Alice loves hiking in the Dolomites."
     last = (await h.memory.facts.history(gid, mine.id))[-1]
-    assert (last.event, last.actor, last.new_text) == ("update", f"user:{h.alice.id}", changed.fact)
+    assert (last.event, last.actor, last.new_text) == (
+        "supersede",
+        f"user:{h.alice.id}",
+        changed.fact,
+    )
     bad = await correct_answer(h.memory, h.guild, h.alice, str(mine.id), "ok")
     assert bad.text.startswith("Not changed:")
 
@@ -169,12 +180,12 @@ async def test_forget_fact_deletes_only_own_facts(harness: Harness) -> None:
     assert refused.text == "You can only make me forget facts about yourself."
     assert await h.memory.facts.get(gid, bobs.id) is not None
     unknown = await forget_fact_answer(h.memory, h.guild, h.alice, "987654321")
-    assert unknown.text == "You can only make me forget facts about yourself."
+    assert unknown.text.startswith("I have no fact #987654321.")
 
     await h.settle()
     done = await forget_fact_answer(h.memory, h.guild, h.alice, str(mine.id))
 
-    assert done.ephemeral and done.text == f"Forgotten: {mine.fact}"
+    assert done.ephemeral and done.text.startswith(f"Forgotten: {mine.fact}\nDeletion receipt `R-")
     assert await h.memory.facts.get(gid, mine.id) is None
     history = await h.memory.facts.history(gid, mine.id)
     assert (history[-1].event, history[-1].actor) == ("delete", f"user:{h.alice.id}")

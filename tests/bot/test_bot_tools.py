@@ -18,7 +18,7 @@ from bot.cogs.replies import APOLOGY
 from dashboard.app import DashboardConfig, create_app
 from dashboard.server import runner_options
 from memory.reply.tools import LIMIT_REACHED
-from tests.bot.test_bot import Harness, open_harness, reply_json
+from tests.bot.test_bot import Harness, open_harness, reply_json, without_sources
 from tests.fakeopenai import FakeOpenAI, Fault, ToolCalls
 from tests.helpers import eventually
 
@@ -61,7 +61,7 @@ async def test_a_tool_call_round_trip_makes_exactly_one_follow_up(harness: Harne
     h.fake.script_chat(query("hiking"), reply_json("You love hiking in the Alps [M1]."))
     trigger = await h.say(f"{h.mention} what do I do on weekends?")
 
-    assert [m.content for m in h.sent()] == ["You love hiking in the Alps [M1]."]
+    assert [without_sources(m.content) for m in h.sent()] == ["You love hiking in the Alps [M1]."]
     first, follow = bodies(h)
     assert [t["function"]["name"] for t in first["tools"]] == ["memory_query"]
     assert first["tool_choice"] == "auto"
@@ -116,7 +116,7 @@ async def test_without_tool_support_the_json_directive_is_used_and_remembered(
     )
     await h.say(f"{h.mention} what do I do on weekends?")
 
-    assert [m.content for m in h.sent()] == ["You love hiking in the Alps [M1]."]
+    assert [without_sources(m.content) for m in h.sent()] == ["You love hiking in the Alps [M1]."]
     rejected, first, follow = bodies(h)
     assert "tools" in rejected  # the one request that found out
     assert "tools" not in first and "tools" not in follow
@@ -147,7 +147,7 @@ async def test_at_most_two_calls_run_then_the_model_must_answer(harness: Harness
     )
     await h.say(f"{h.mention} what do we all like?")
 
-    assert [m.content for m in h.sent()] == ["Hiking [M1]."]
+    assert [without_sources(m.content) for m in h.sent()] == ["Hiking [M1]."]
     choices = [b["tool_choice"] for b in bodies(h)]
     assert choices == ["auto", "auto", "none"]
     d = await reply_row(h)
@@ -299,7 +299,7 @@ async def test_an_endpoint_that_handled_tools_and_now_rejects_them_is_an_error_u
     await hiking(h)
     h.fake.script_chat(ToolCalls.one("memory_query", {"query": "hiking"}), "Alps [M1].")
     await h.say(f"{h.mention} what do I do on weekends?")
-    assert [m.content for m in h.sent()] == ["Alps [M1]."]
+    assert [without_sources(m.content) for m in h.sent()] == ["Alps [M1]."]
     h.fake.reject_tools = True
     h.fake.script_chat(reply_json("You love hiking [M1]."))
     await h.say(f"{h.mention} and on holidays?")

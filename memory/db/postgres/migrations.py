@@ -22,7 +22,12 @@ from memory.db.postgres.schema import (
     p004_token_chars,
     p007_review_queue,
 )
-from memory.db.sqlite.schema import m018_job_leases, m019_journal_days, m020_budget_order
+from memory.db.sqlite.schema import (
+    m018_job_leases,
+    m019_journal_days,
+    m020_budget_order,
+    m023_trust,
+)
 from memory.errors import MigrationError
 
 log = logging.getLogger(__name__)
@@ -38,6 +43,7 @@ PG_MIGRATIONS: list[Migration] = [
     ("p005_journal_days", m019_journal_days.apply),
     ("p006_budget_order", m020_budget_order.apply),
     ("p007_review_queue", p007_review_queue.apply),
+    ("p008_trust", m023_trust.apply),
 ]
 
 # pg_advisory_xact_lock key held by every migration transaction ("guildlor").

@@ -37,6 +37,7 @@ from memory.db.sqlite.schema import (
     m020_budget_order,
     m021_review_queue,
     m022_journal_owed,
+    m023_trust,
 )
 from memory.errors import MigrationError
 
@@ -68,6 +69,7 @@ MIGRATIONS: list[Migration] = [
     ("m020_budget_order", m020_budget_order.apply),
     ("m021_review_queue", m021_review_queue.apply),
     ("m022_journal_owed", m022_journal_owed.apply),
+    ("m023_trust", m023_trust.apply),
 ]
 
 

@@ -260,7 +260,8 @@ class EpisodeOps:
         """Summarise ``part`` and store it, unless one of its messages was
         deleted or edited meanwhile (None; a rebuild then stays queued)."""
         name = await self._db.read(store_episodes.channel_name, guild_id, channel_id)
-        lines = [Line(m.author_name, m.content, m.created_at) for _, m in part]
+        # A message withheld for its author's consent has no text here.
+        lines = [Line(m.author_name, m.content, m.created_at) for _, m in part if m.content.strip()]
         text, method = await self._summarise(guild_id, lines, name or "")
         stamp = iso(now)
         seen = [(m.id, m.content) for _, m in part]
