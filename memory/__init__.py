@@ -32,6 +32,7 @@ from memory.config import (
     MemoryConfig,
     RetrievalConfig,
     SnapshotConfig,
+    UsageConfig,
 )
 from memory.db.sqlite.driver import capabilities as sqlite_capabilities
 from memory.db.url import redact_url
@@ -49,7 +50,7 @@ from memory.engine import Memory
 from memory.errors import ConfigError, GuildloreError, InvalidInput, LLMError
 from memory.extract.rules.extractor import RuleExtractor
 from memory.guild_settings import GUILD_SETTINGS, GUILD_SETTINGS_BY_KEY, parse_guild_setting
-from memory.importer.reader import iter_paths, read_header
+from memory.importer.reader import check_export, iter_paths, read_header
 from memory.importer.session import ImportReport, ImportStop, import_files, import_messages
 from memory.llm import ChatModel
 from memory.member_export import export_json, export_markdown
@@ -125,6 +126,7 @@ __all__ = [
     "RuleExtractor",
     "SearchScope",
     "SnapshotConfig",
+    "UsageConfig",
     "StoredMessage",
     "Throttle",
     "Trace",
@@ -140,6 +142,7 @@ __all__ = [
     "import_files",
     "import_messages",
     "iso",
+    "check_export",
     "iter_paths",
     "list_models",
     "load_calibration_file",

@@ -7,10 +7,9 @@ one object per concern (memory/roles/): ``lore`` (lore lines), ``facts``,
 ``traces``, ``guilds``, ``procedures``, ``admin``, ``members`` (a member's own
 view and corrections), ``lifecycle`` (Discord's deletes and edits),
 ``retention`` (leave policies, guild purge), ``consent`` (sensitive facts
-waiting for a member's answer) and ``pins`` (pinned messages as canon lore);
-besides them ``sessions`` (dashboard logins), ``inbox`` (the durable
-inbox: unfinished and failed messages) and ``replay`` (what the inbox holds
-unfinished, back into the queue).
+waiting for a member's answer), ``pins`` (pinned messages as canon lore) and
+``usage`` (daily series, the request log); besides them ``sessions``, ``inbox``
+(unfinished and failed messages) and ``replay`` (back into the queue).
 """
 
 from __future__ import annotations
@@ -66,6 +65,7 @@ from memory.roles.procedures import ProcedureOps
 from memory.roles.retention import Retention
 from memory.roles.traces import TraceOps
 from memory.roles.upkeep import MemoryUpkeep
+from memory.roles.usage import UsageOps
 from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
 from memory.snapshot_file import SNAPSHOT_NAME, SnapshotFile
@@ -73,6 +73,7 @@ from memory.store import facts as store
 from memory.store import lifecycle_events as store_events
 from memory.store import messages as store_messages
 from memory.store.erase import ErasureCompactor
+from memory.usage.recorder import UsageRecorder
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,8 @@ class Memory:
         self.journal = Journal(config.journal_dir, config.timezone)
         self.journals = JournalViews(self.db, self.journal, config, clock)
         self.extractor = extractor
+        self._usage = UsageRecorder(self.db, config.usage, clock)
+        self.usage = UsageOps(self.db, self._usage, config.usage, clock)
         self.embeddings = EmbeddingService(
             self.db,
             config.embedding,
@@ -105,6 +108,7 @@ class Memory:
             clock=clock,
             env_default=env_embedding_model,
             embedder=embedder,
+            usage=self._usage,
         )
         self.guilds = GuildOps(self.db, self.embeddings, clock, GuildSettingsCache(self.db))
         self._snapshot_file = SnapshotFile(
@@ -124,6 +128,7 @@ class Memory:
             on_memory_changed=self.snapshot.request,
             gate=gate,
             decider=decider,
+            usage=self._usage,
         )
         self.inbox = Inbox(self.db, config.ingest, clock)
         self.queue = IngestQueue(config.ingest, inbox=self.inbox, process=self.pipeline)
@@ -240,6 +245,7 @@ class Memory:
             await self.db.close()
             raise
         self._started, self._ingesting = True, ingest
+        self._usage.start()
         if ingest:
             # Deletes and edits received before a crash first: a message
             # deleted then must not be queued again by the replay below.
@@ -263,6 +269,7 @@ class Memory:
         if self._ingesting:
             with contextlib.suppress(Exception):
                 await self._snapshot_file.write()
+        await self._usage.close()
         try:
             await self.compactor.flush()
         except Exception:
@@ -305,6 +312,7 @@ class Memory:
         ok = await self.queue.drain(timeout)
         ok = await self.embeddings.settle(timeout) and ok
         await self.upkeep.settle(timeout)
+        await self._usage.flush()
         return ok
 
     async def get_message(self, guild_id: str, message_id: str) -> StoredMessage | None:
@@ -393,20 +401,25 @@ class Memory:
         ``after``/``before`` (observation time) filter facts before ranking."""
         started = time.perf_counter()
         only = await self.fact_filter(guild_id, consumer, types, after=after, before=before)
-        result: list[Hit] = await self.retriever.search(
-            guild_id,
-            query,
-            channel_id=channel_id,
-            limit=limit,
-            scope=scope,
-            visible_channels=visible_channels,
-            gate=gate,
-            as_of=as_of,
-            only=only,
-            subjects=list(subjects) if subjects else None,
-        )
+        with self._usage.searching(guild_id, consumer, self._search_model(guild_id)) as call:
+            result: list[Hit] = await self.retriever.search(
+                guild_id,
+                query,
+                channel_id=channel_id,
+                limit=limit,
+                scope=scope,
+                visible_channels=visible_channels,
+                gate=gate,
+                as_of=as_of,
+                only=only,
+                subjects=list(subjects) if subjects else None,
+            )
+            call.hits = len(result)
         self._search_stats.count(started)
         return result
+
+    def _search_model(self, guild_id: str) -> str:
+        return self.embeddings.model_for_guild(guild_id) or "lexical"
 
     async def fact_filter(
         self,
@@ -442,16 +455,18 @@ class Memory:
         ``as_of`` and ``consumer``: as in ``search``."""
         started = time.perf_counter()
         only = await self.fact_filter(guild_id, consumer)
-        result: PromptSlice = await self.retriever.build_prompt_slice(
-            guild_id,
-            channel_id,
-            user_id,
-            query,
-            visible_channels=visible_channels,
-            exclude_message_ids=exclude_message_ids,
-            as_of=as_of,
-            only=only,
-        )
+        with self._usage.searching(guild_id, "reply memory", self._search_model(guild_id)) as call:
+            result: PromptSlice = await self.retriever.build_prompt_slice(
+                guild_id,
+                channel_id,
+                user_id,
+                query,
+                visible_channels=visible_channels,
+                exclude_message_ids=exclude_message_ids,
+                as_of=as_of,
+                only=only,
+            )
+            call.hits = result.size
         self._search_stats.count(started)
         return result
 

@@ -24,6 +24,7 @@ MAX_LINES = 500
 LONG_MODULES: dict[str, str] = {
     "memory/ingest/pipeline.py": "one batch of queued messages, from cleaning to the snapshot",
     "memory/embed/service.py": "background embedding: the queue of ids, models, re-index",
+    "memory/importer/reader.py": "the reading side's public face: paths, headers, records",
 }
 # The engine's working parts: callers outside memory/ ask the facade instead.
 ENGINE_PARTS = frozenset(

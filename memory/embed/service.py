@@ -46,6 +46,7 @@ from memory.store import facts as store_facts
 from memory.store import pending_vectors
 from memory.store import vectors as store_vectors
 from memory.store.relations import relate_written
+from memory.usage.recorder import UsageRecorder
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,11 @@ class EmbeddingService:
         env_default: str | None = None,
         embed_messages: bool = True,
         embedder: Embedder | None = None,
+        usage: UsageRecorder | None = None,
     ) -> None:
+        """``usage``: where failed embedding calls are counted (the daily series)."""
         self.db = db
+        self.usage = usage
         self.cfg = cfg
         self.client = client
         self.clock = clock
@@ -291,6 +295,8 @@ class EmbeddingService:
 
     async def _failed(self, exc: BaseException, guild_id: str | None, source: str) -> None:
         self.stats.errors += 1
+        if self.usage is not None:
+            self.usage.add(guild_id, "embedding_errors")
         self.stats.last_error = str(exc)[:300]
         log.warning("embedding failed: %s", exc)
         model = self.model_for_guild(guild_id) if guild_id is not None else self.default_model

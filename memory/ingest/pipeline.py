@@ -45,11 +45,14 @@ from memory.ingest.llm_decision import LLMDecider
 from memory.ingest.retry import RetryPolicy, quarantine
 from memory.ingest.stats import PipelineStats
 from memory.journal import EDITED, Journal
+from memory.llm import TokenTally, counting_tokens
 from memory.models import Candidate, Fact
 from memory.store import fact_decision
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.lifecycle import current_content
+from memory.usage.recorder import UsageRecorder, safe_reason
+from memory.usage.series import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +92,12 @@ class BatchProcessor:
         on_memory_changed: Callable[[], None],
         gate: SensitiveGate,
         decider: LLMDecider | None = None,
+        usage: UsageRecorder | None = None,
     ) -> None:
         """``decider``: the LLM write decision; None derives it from an LLM
-        extractor (same endpoint and model) when ``cfg.llm_decision``."""
+        extractor (same endpoint and model) when ``cfg.llm_decision``.
+        ``usage``: where extraction calls and the tokens of a batch's model
+        calls are counted (the request log and the daily series)."""
         self.db = db
         self.decisions = WriteDecisions(db, cfg, decider)
         self.budgets = BudgetKeeper(db, cfg, clock, embeddings, self.decisions, extractor)
@@ -106,6 +112,7 @@ class BatchProcessor:
         self.retry = RetryPolicy.from_config(cfg)
         self._per_model: dict[str, Extractor] = {}
         self.stats = PipelineStats()
+        self.usage = usage
 
     async def __call__(self, jobs: Sequence[Job]) -> None:
         cleaned = [clean_message(j.msg.content, self.cfg.clean_max_chars) for j in jobs]
@@ -122,7 +129,8 @@ class BatchProcessor:
         ]
         guild_id = jobs[0].msg.guild_id or "" if jobs else ""
         extractor = await self._extractor_for(guild_id) if self.extractor is not None else None
-        planned = await self.decisions.plan(jobs, guarded, actions, extractor)
+        with counting_tokens() as deciding:
+            planned = await self.decisions.plan(jobs, guarded, actions, extractor)
         tally: dict[str, int] = {}
         prepared = [
             _Prepared(
@@ -139,7 +147,9 @@ class BatchProcessor:
                 zip(jobs, cleaned, candidates, errors, guarded, planned, strict=True)
             )
         ]
-        sensitive = await self._labels(prepared)
+        with counting_tokens() as labelling:
+            sensitive = await self._labels(prepared)
+        self._count_tokens(guild_id, deciding, labelling)
         prepared = [replace(p, sensitive=sensitive) for p in prepared]
         changed: list[Fact] = []
         async for group in self._in_turn(jobs, prepared):
@@ -281,9 +291,12 @@ class BatchProcessor:
         ]
         started = time.monotonic()
         self.stats.extract_calls += 1
+        guild_id = jobs[picks[0]].msg.guild_id or ""
         try:
-            results = await extractor.extract_batch(items, self.cfg.max_facts_per_message)
+            with counting_tokens() as spent:
+                results = await extractor.extract_batch(items, self.cfg.max_facts_per_message)
         except ExtractionError as exc:
+            self._request(guild_id, extractor, started, spent, "error", safe_reason(exc))
             self.stats.extract_errors += 1
             log.warning("extraction failed for %d messages: %s", len(items), exc)
             actions.append(
@@ -303,6 +316,15 @@ class BatchProcessor:
         self.stats.extract_ms_total += elapsed
         for i, cands in zip(picks, results, strict=False):
             out[i] = list(cands)[: self.cfg.max_facts_per_message]
+        found = sum(len(c) for c in out)
+        self._request(
+            guild_id,
+            extractor,
+            started,
+            spent,
+            "ok" if found else "empty",
+            f"{len(items)} messages, {found} candidates",
+        )
         if extractor.name != "rules":
             # The LLM call is the expensive, observable event; rule extraction
             # runs per message and would flood the log.
@@ -318,6 +340,36 @@ class BatchProcessor:
                 }
             )
         return out, errors
+
+    def _request(
+        self,
+        guild_id: str,
+        extractor: Extractor,
+        started: float,
+        spent: TokenTally,
+        outcome: Outcome,
+        detail: str,
+    ) -> None:
+        """The extraction call's request-log row (and its series)."""
+        if self.usage is None:
+            return
+        self.usage.request(
+            guild_id,
+            "extraction",
+            outcome,
+            (time.monotonic() - started) * 1000,
+            model=getattr(extractor, "model", None) or extractor.name,
+            prompt_tokens=spent.prompt if spent.calls > spent.unreported else None,
+            completion_tokens=spent.completion if spent.calls > spent.unreported else None,
+            detail=detail,
+        )
+
+    def _count_tokens(self, guild_id: str, *tallies: TokenTally) -> None:
+        """Tokens of a batch's other model calls (the write decision, the
+        sensitivity labels): in the series, not rows of the request log."""
+        if self.usage is not None:
+            self.usage.add(guild_id, "tokens_prompt", sum(t.prompt for t in tallies))
+            self.usage.add(guild_id, "tokens_completion", sum(t.completion for t in tallies))
 
     async def _labels(self, prepared: Sequence[_Prepared]) -> BatchLabels:
         """The batch's sensitivity labels under its guild's ``sensitive_facts``."""

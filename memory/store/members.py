@@ -22,6 +22,19 @@ def facts_about(con: Connection, guild_id: str, user_id: str, limit: int) -> lis
     return [row_to_fact(r) for r in rows]
 
 
+def is_known(con: Connection, guild_id: str, user_id: str) -> bool:
+    """Whether the guild holds anything of the member: a member row, facts
+    about them, their messages or a fact waiting for their consent."""
+    row = con.execute(
+        "SELECT EXISTS (SELECT 1 FROM members WHERE guild_id = ? AND user_id = ?) "
+        "OR EXISTS (SELECT 1 FROM memory_facts WHERE guild_id = ? AND subject = ?) "
+        "OR EXISTS (SELECT 1 FROM messages WHERE guild_id = ? AND author_id = ?) "
+        "OR EXISTS (SELECT 1 FROM consent_queue WHERE guild_id = ? AND user_id = ?)",
+        (guild_id, user_id) * 4,
+    ).fetchone()
+    return bool(row[0])
+
+
 def message_counts(con: Connection, guild_id: str, user_id: str) -> dict[str, int]:
     """The member's stored messages per channel."""
     return {

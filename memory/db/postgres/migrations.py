@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from memory.db.postgres.schema import p001_baseline, p002_bm25, p004_token_chars
+from memory.db.postgres.schema import p001_baseline, p002_bm25, p004_token_chars, p007_usage
 from memory.db.sqlite.schema import m018_job_leases, m019_journal_days
 from memory.errors import MigrationError
 
@@ -31,6 +31,8 @@ PG_MIGRATIONS: list[Migration] = [
     ("p003_job_leases", m018_job_leases.apply),
     ("p004_token_chars", p004_token_chars.apply),
     ("p005_journal_days", m019_journal_days.apply),
+    # p006 is the review queue (another branch); the lead renumbers at merge.
+    ("p007_usage", p007_usage.apply),
 ]
 
 # pg_advisory_xact_lock key held by every migration transaction ("guildlor").

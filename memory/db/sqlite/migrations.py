@@ -34,6 +34,7 @@ from memory.db.sqlite.schema import (
     m017_multilingual_fts,
     m018_job_leases,
     m019_journal_days,
+    m021_usage,
 )
 from memory.errors import MigrationError
 
@@ -62,6 +63,8 @@ MIGRATIONS: list[Migration] = [
     ("m017_multilingual_fts", m017_multilingual_fts.apply),
     ("m018_job_leases", m018_job_leases.apply),
     ("m019_journal_days", m019_journal_days.apply),
+    # m020 is the review queue (another branch); the lead renumbers at merge.
+    ("m021_usage", m021_usage.apply),
 ]
 
 

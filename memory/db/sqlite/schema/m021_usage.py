@@ -1,0 +1,37 @@
+"""Migration m021: the operator's view over time — daily series and the request log.
+Shipped: never edit, add a new migration instead.
+
+``usage_delta`` takes increments where the work happens (in the work's own
+transaction) without a unique key, so two writers never wait for each other
+on a counter row; ``usage_daily`` holds one folded row per guild, UTC day and
+series, written only by the fold (``memory.store.usage.fold``).
+``request_log`` is one row per reply, search and extraction call, pruned by
+age and rows. None of them holds text or member ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def apply(con: Any) -> None:
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS usage_daily ("
+        "guild_id TEXT NOT NULL, day TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL, "
+        "PRIMARY KEY (guild_id, day, metric))"
+    )
+    # The overview's series of every guild are read by day range.
+    con.execute("CREATE INDEX IF NOT EXISTS usage_daily_day ON usage_daily (day)")
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS usage_delta ("
+        "guild_id TEXT NOT NULL, day TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL)"
+    )
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS request_log ("
+        "id INTEGER PRIMARY KEY, at TEXT NOT NULL, guild_id TEXT NOT NULL, kind TEXT NOT NULL, "
+        "outcome TEXT NOT NULL, latency_ms REAL NOT NULL, model TEXT, prompt_tokens INTEGER, "
+        "completion_tokens INTEGER, detail TEXT)"
+    )
+    # ``at`` is fixed-width ISO UTC text: the time filters and the prune by age.
+    con.execute("CREATE INDEX IF NOT EXISTS request_log_at ON request_log (at)")
+    con.execute("CREATE INDEX IF NOT EXISTS request_log_guild ON request_log (guild_id, id)")
