@@ -41,7 +41,7 @@ def safe_reason(exc: BaseException) -> str:
     text = str(exc).replace("\n", " ")
     for quote in ("'", '"', "“", "«"):
         text = text.split(quote, 1)[0]
-    text = text.rstrip(" :,(") or ""
+    text = text.rstrip(" :,-([{")
     name = type(exc).__name__
     return f"{name}: {text}"[:DETAIL_MAX] if text else name
 

@@ -232,3 +232,5 @@ def test_an_error_in_the_log_keeps_no_quoted_text() -> None:
     exc = ValueError("extractor reply is not a JSON object: 'Alice said she is pregnant'")
     assert safe_reason(exc) == "ValueError: extractor reply is not a JSON object"
     assert safe_reason(TimeoutError()) == "TimeoutError"
+    http = RuntimeError("chat completion failed (m): Error code: 500 - {'error': 'boom'}")
+    assert safe_reason(http) == "RuntimeError: chat completion failed (m): Error code: 500"
