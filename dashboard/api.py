@@ -183,7 +183,13 @@ async def metrics(request: web.Request) -> web.Response:
         raise params.not_found("metrics are disabled")
     mem = context.memory_of(request)
     ctx = await context.health_context(request)
-    text = render_metrics(mem.admin.counters(), ctx, await mem.guilds.overview())
+    text = render_metrics(
+        mem.admin.counters(),
+        ctx,
+        await mem.guilds.overview(),
+        await mem.usage.totals(),
+        await mem.usage.today(),
+    )
     response = web.Response(text=text)
     response.headers["Content-Type"] = CONTENT_TYPE
     return response

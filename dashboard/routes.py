@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import api, budgets, pages
+from . import api, budgets, pages, usage
 from .render import static_dir
 
 FACT_ID = r"{fact_id:[0-9]{1,18}}"
@@ -33,6 +33,7 @@ ROUTES: tuple[web.RouteDef, ...] = (
     web.get(f"/journal/{DAY}", pages.journal_day, name="journal-day"),
     web.get("/traces", pages.traces_page, name="traces"),
     web.get("/activity", pages.activity_page, name="activity"),
+    web.get("/requests", usage.requests_page, name="requests"),
     web.get("/settings", pages.settings_page, name="settings"),
     web.post("/settings", pages.settings_post, name="settings-change"),
     web.get("/login", pages.login_page, name="login"),
@@ -66,6 +67,8 @@ ROUTES: tuple[web.RouteDef, ...] = (
     web.get("/api/settings", api.get_settings, name="api-settings"),
     web.patch("/api/settings", api.patch_settings, name="api-settings-patch"),
     web.get("/api/csrf", api.csrf, name="api-csrf"),
+    web.get("/api/usage/series", usage.series_api, name="api-usage-series"),
+    web.get("/api/usage/requests", usage.requests_api, name="api-usage-requests"),
     web.get("/metrics", api.metrics, name="metrics"),
 )
 

@@ -49,6 +49,7 @@ from memory.embed.base import provider_default_model
 from memory.engine import Memory
 from memory.errors import ConfigError, GuildloreError, InvalidInput, LLMError
 from memory.extract.rules.extractor import RuleExtractor
+from memory.guild_setting_groups import CHOICE_LABELS, SETTING_GROUPS
 from memory.guild_settings import GUILD_SETTINGS, GUILD_SETTINGS_BY_KEY, parse_guild_setting
 from memory.importer.reader import check_export, iter_paths, read_header
 from memory.importer.session import ImportReport, ImportStop, import_files, import_messages
@@ -66,6 +67,7 @@ from memory.models import (
     IncomingMessage,
     PendingFact,
     Procedure,
+    RequestLogEntry,
     SearchScope,
     StoredMessage,
     Trace,
@@ -77,11 +79,21 @@ from memory.reply.window import record_bot_reply
 from memory.retrieval.gate_calibration import load_calibration_file
 from memory.roles.consolidation.llm import PairChecker
 from memory.roles.members import MemberFact, MemberRecord, NotYours
+from memory.roles.usage import UsageWindow
 from memory.store.copy_db import CopyReport, copy_sqlite_to_postgres
 from memory.store.retention import RetentionTimer
 from memory.throttle import Throttle
+from memory.usage.series import ERROR_SERIES, REQUEST_KINDS, REQUEST_OUTCOMES, USAGE_SERIES
 
 __all__ = [
+    "CHOICE_LABELS",
+    "SETTING_GROUPS",
+    "ERROR_SERIES",
+    "REQUEST_KINDS",
+    "REQUEST_OUTCOMES",
+    "USAGE_SERIES",
+    "RequestLogEntry",
+    "UsageWindow",
     "postgres_status",
     "redact_url",
     "CopyReport",

@@ -307,6 +307,28 @@ class ActionLogEntry:
 
 
 @dataclass(frozen=True)
+class MemberSummary:
+    """One member as the guild page lists them: active facts about them,
+    their stored messages and the time of the last one."""
+
+    user_id: str
+    display_name: str
+    facts: int
+    messages: int
+    last_message: str | None
+
+
+@dataclass(frozen=True)
+class MemberPage:
+    """One page of a guild's members; ``total``: all that match the filter,
+    ``without_facts``: how many of those have no active fact."""
+
+    members: tuple[MemberSummary, ...]
+    total: int
+    without_facts: int
+
+
+@dataclass(frozen=True)
 class RequestLogEntry:
     """One reply, search or extraction call in the request log: when, which
     guild, how long, which model, the tokens it reported and how it ended.

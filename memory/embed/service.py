@@ -107,6 +107,7 @@ class EmbeddingService:
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False  # closed: nothing starts the worker again
         self._query_cache = QueryCache(QUERY_CACHE_SIZE)
         self._background_pool: ThreadPoolExecutor | None = None
         self.stats = EmbeddingStats()
@@ -161,11 +162,17 @@ class EmbeddingService:
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
-        if self.enabled and self._task is None:
+        if self.enabled and self._task is None and not self._stopped:
             self._idle.clear()  # settle() waits for the start-up repair too
             self._task = asyncio.create_task(self._run(), name="embedding-worker")
 
+    @property
+    def catching_up(self) -> bool:
+        """The worker of this process has vectors to make, or is making them."""
+        return self._task is not None and not self._idle.is_set()
+
     async def stop(self) -> None:
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -199,6 +206,10 @@ class EmbeddingService:
     def _kick(self) -> None:
         self._idle.clear()
         self._wake.set()
+        # An engine opened without ingest (the stand-alone dashboard, a
+        # command) starts no worker; its first edit starts one, so the edited
+        # fact gets its vector here rather than at the bot's next re-index.
+        self.start()
 
     @property
     def backlog(self) -> int:

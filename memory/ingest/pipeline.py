@@ -35,7 +35,7 @@ from memory.decision import DECISION_KINDS, DecisionKind
 from memory.embed.service import EmbeddingService
 from memory.errors import ExtractionError
 from memory.extract.base import ExtractionItem, Extractor
-from memory.extract.guards import FilterResult, clean_message, filter_candidates
+from memory.extract.guards import FilterResult, clean_line, clean_message, filter_candidates
 from memory.guild_settings import GuildSettingsCache
 from memory.ingest.batch_decision import Planned, WriteDecisions
 from memory.ingest.budgets import BudgetKeeper
@@ -223,8 +223,9 @@ class BatchProcessor:
             # Accepted by an earlier run: the line may be there already.
             states = await self.db.read(store_messages.message_states, resumed)
             done_before = {i for i, (_, journaled) in states.items() if journaled}
+        # The line is cut at a word, not where extraction's input was cut.
         todo = [
-            (p.job, p.cleaned)
+            (p.job, clean_line(p.job.msg.content, self.cfg.clean_max_chars) or p.cleaned)
             for p in group
             if p.cleaned is not None and p.job.msg.id not in done_before
         ]
@@ -323,7 +324,8 @@ class BatchProcessor:
             started,
             spent,
             "ok" if found else "empty",
-            f"{len(items)} messages, {found} candidates",
+            f"{len(items)} message{'s' if len(items) != 1 else ''}, "
+            f"{found} candidate{'s' if found != 1 else ''}",
         )
         if extractor.name != "rules":
             # The LLM call is the expensive, observable event; rule extraction

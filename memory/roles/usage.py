@@ -19,7 +19,7 @@ from memory.db.core import Database
 from memory.models import RequestLogEntry
 from memory.store import usage as store
 from memory.usage.recorder import UsageRecorder, safe_reason
-from memory.usage.series import SERIES
+from memory.usage.series import USAGE_SERIES
 
 WINDOW_DAYS = (30, 90)
 MAX_WINDOW_DAYS = 366
@@ -63,7 +63,8 @@ class UsageOps:
         return UsageWindow(
             days=labels,
             series={
-                s.name: tuple(found.get(s.name, {}).get(d, 0.0) for d in labels) for s in SERIES
+                s.name: tuple(found.get(s.name, {}).get(d, 0.0) for d in labels)
+                for s in USAGE_SERIES
             },
             message_days=await self._db.read(store.day_range, guild_id, "messages"),
         )

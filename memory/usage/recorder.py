@@ -27,7 +27,13 @@ from memory.config import UsageConfig
 from memory.db.core import Connection, Database
 from memory.models import RequestLogEntry
 from memory.store import usage as store
-from memory.usage.series import OUTCOMES, REQUEST_KINDS, REQUEST_SERIES, Outcome, RequestKind
+from memory.usage.series import (
+    REQUEST_KINDS,
+    REQUEST_OUTCOMES,
+    REQUEST_SERIES,
+    Outcome,
+    RequestKind,
+)
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +104,7 @@ class UsageRecorder:
     ) -> None:
         """One reply, search or extraction call: a request-log row, and the
         series it feeds (its count, its time, its error, its tokens)."""
-        if kind not in REQUEST_KINDS or outcome not in OUTCOMES:
+        if kind not in REQUEST_KINDS or outcome not in REQUEST_OUTCOMES:
             raise ValueError(f"unknown request kind or outcome: {kind!r}, {outcome!r}")
         gid = guild_id or ""
         latency = max(0.0, float(latency_ms))

@@ -17,7 +17,7 @@ from typing import Literal
 RequestKind = Literal["reply", "search", "extraction"]
 Outcome = Literal["ok", "empty", "error"]
 REQUEST_KINDS: tuple[RequestKind, ...] = ("reply", "search", "extraction")
-OUTCOMES: tuple[Outcome, ...] = ("ok", "empty", "error")
+REQUEST_OUTCOMES: tuple[Outcome, ...] = ("ok", "empty", "error")
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class SeriesSpec:
     unit: Literal["count", "ms", "tokens"] = "count"
 
 
-SERIES: tuple[SeriesSpec, ...] = (
+USAGE_SERIES: tuple[SeriesSpec, ...] = (
     SeriesSpec("messages", "Messages stored, on the day they were written."),
     SeriesSpec("facts_added", "Facts added, on the day of the message they came from."),
     SeriesSpec("facts_superseded", "Facts a newer one contradicted (closed, kept for history)."),
@@ -49,7 +49,7 @@ SERIES: tuple[SeriesSpec, ...] = (
     SeriesSpec("tokens_prompt", "Prompt tokens the chat model reported.", "tokens"),
     SeriesSpec("tokens_completion", "Completion tokens the chat model reported.", "tokens"),
 )
-SERIES_BY_NAME = {s.name: s for s in SERIES}
+USAGE_SERIES_BY_NAME = {s.name: s for s in USAGE_SERIES}
 # The series that add up to a day's errors.
 ERROR_SERIES = (
     "extraction_errors",

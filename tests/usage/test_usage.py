@@ -202,7 +202,7 @@ async def test_llm_extraction_logs_its_model_tokens_and_failures(
         rows = await mem.usage.requests(kind="extraction")
         assert [r.outcome for r in rows] == ["error", "ok"]
         ok, error = rows[1], rows[0]
-        assert ok.model == "extract-model" and ok.detail == "1 messages, 1 candidates"
+        assert ok.model == "extract-model" and ok.detail == "1 message, 1 candidate"
         assert ok.prompt_tokens and ok.prompt_tokens > 0 and ok.completion_tokens
         assert error.model == "extract-model" and error.detail is not None
         assert error.detail.startswith("ExtractionError") and "cello" not in error.detail
