@@ -272,7 +272,8 @@ class Replies(commands.Cog):
         detail = None
         if result is not None:
             lookups = f", {len(result.calls)} lookups" if result.calls else ""
-            detail = f"{result.llm_calls} model calls{lookups}, {len(result.retrieved)} memories"
+            calls = f"{result.llm_calls} model call{'s' if result.llm_calls != 1 else ''}"
+            detail = f"{calls}{lookups}, {len(result.retrieved)} memories used"
         try:
             self.bot.memory.usage.record_reply(
                 gid,

@@ -226,7 +226,10 @@ class UsageRecorder:
         """Stop the loop and write what is left (only if there is something:
         a read-only command leaves the database as it found it)."""
         if self._task is not None:
-            self._task.cancel()
+            # Not in the middle of a flush: a write cancelled half way would
+            # lose the rows it had taken from the buffer.
+            async with self._lock:
+                self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None

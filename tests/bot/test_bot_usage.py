@@ -33,7 +33,7 @@ async def test_replies_are_counted_with_model_tokens_and_outcome(harness: Harnes
     failed, ok = await h.memory.usage.requests(guild_id=gid, kind="reply")
     assert (ok.outcome, ok.model) == ("ok", "gpt-4o-mini")
     assert ok.prompt_tokens and ok.prompt_tokens > 0 and ok.completion_tokens
-    assert ok.latency_ms > 0 and ok.detail is not None and "model calls" in ok.detail
+    assert ok.latency_ms > 0 and ok.detail is not None and "model call" in ok.detail
     assert (failed.outcome, failed.model) == ("error", "gpt-4o-mini")
     assert failed.detail is not None and failed.detail.startswith("LLMError")
     # Nothing the members said is in the log.

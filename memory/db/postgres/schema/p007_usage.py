@@ -3,12 +3,15 @@ PostgreSQL's types. Shipped: never edit, add a new migration instead.
 
 The fold that moves ``usage_delta`` into ``usage_daily`` takes an advisory
 lock (``memory.store.usage``), so one process folds at a time and the
-increments themselves, plain inserts, never wait on each other.
+increments themselves, plain inserts, never wait on each other. Like m021
+it starts the series from the messages and facts already stored.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from memory.db.sqlite.schema.m021_usage import BACKFILL
 
 STATEMENTS: tuple[str, ...] = (
     """CREATE TABLE usage_daily (
@@ -43,5 +46,6 @@ STATEMENTS: tuple[str, ...] = (
 
 
 def apply(cur: Any) -> None:
-    for statement in STATEMENTS:
+    # The backfill is m021's, in SQL both engines speak.
+    for statement in (*STATEMENTS, *BACKFILL):
         cur.execute(statement)

@@ -7,6 +7,10 @@ on a counter row; ``usage_daily`` holds one folded row per guild, UTC day and
 series, written only by the fold (``memory.store.usage.fold``).
 ``request_log`` is one row per reply, search and extraction call, pruned by
 age and rows. None of them holds text or member ids.
+
+A database that already holds memory starts its series from what is stored:
+messages per day they were written, and facts per day they were observed
+(facts and messages erased before the upgrade are not counted).
 """
 
 from __future__ import annotations
@@ -35,3 +39,18 @@ def apply(con: Any) -> None:
     # ``at`` is fixed-width ISO UTC text: the time filters and the prune by age.
     con.execute("CREATE INDEX IF NOT EXISTS request_log_at ON request_log (at)")
     con.execute("CREATE INDEX IF NOT EXISTS request_log_guild ON request_log (guild_id, id)")
+    for statement in BACKFILL:
+        con.execute(statement)
+
+
+# Shared with PostgreSQL's p007: the same SQL on both. A stored time that is
+# not a date (a failed import's row) is left out.
+BACKFILL: tuple[str, ...] = (
+    "INSERT INTO usage_daily (guild_id, day, metric, value) "
+    "SELECT guild_id, substr(created_at, 1, 10), 'messages', count(*) FROM messages "
+    "WHERE substr(created_at, 5, 1) = '-' GROUP BY guild_id, substr(created_at, 1, 10)",
+    "INSERT INTO usage_daily (guild_id, day, metric, value) "
+    "SELECT guild_id, substr(coalesce(observed_at, created_at), 1, 10), 'facts_added', count(*) "
+    "FROM memory_facts WHERE substr(coalesce(observed_at, created_at), 5, 1) = '-' "
+    "GROUP BY guild_id, substr(coalesce(observed_at, created_at), 1, 10)",
+)
