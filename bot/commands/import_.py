@@ -124,26 +124,31 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"guildlore import: {exc}", code=2) from exc
     if args.guild is not None and not (args.guild.isascii() and args.guild.isdigit()):
         raise CliError(f"guildlore import: --guild must be a Discord id, got {args.guild!r}", 2)
-    _require_an_export(paths)
+    _require_an_export(args, paths)
     return asyncio.run(_main(args, settings, paths))
 
 
-def _require_an_export(paths: list[Path]) -> None:
+def _require_an_export(args: argparse.Namespace, paths: list[Path]) -> None:
     """Refuse before anything is created (the database, the journal folder)
     when not one of the files is an export; files that are not, beside ones
     that are, are reported by the import itself."""
-    from memory import GuildloreError, check_export
+    from memory import GuildloreError, ImportReport, check_export
 
-    problems: list[str] = []
+    problems: list[tuple[Path, BaseException]] = []
     for path in paths:
         try:
             check_export(path)
         except (GuildloreError, OSError) as exc:
-            problems.append(str(exc))
+            problems.append((path, exc))
         else:
             return
-    for problem in problems:
-        print(f"guildlore import: error: {problem}", file=sys.stderr)
+    report = ImportReport.unread(problems)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    for skipped in report.skipped_files:
+        print(f"guildlore import: skipped {skipped}", file=sys.stderr)
+    for err in report.errors:
+        print(f"guildlore import: error: {err}", file=sys.stderr)
     raise CliError(
         "guildlore import: no file is a DiscordChatExporter export or a Discord API message "
         "array; nothing imported, nothing created",

@@ -57,7 +57,8 @@ class UsageOps:
         ending on ``end`` (None: today, UTC)."""
         days = max(1, min(MAX_WINDOW_DAYS, days))
         last = end or self._clock().date()
-        found = await self._read(guild_id, days, last)
+        async with self._recorder.settled():
+            found = await self._read(guild_id, days, last)
         first = last - timedelta(days=days - 1)
         labels = tuple(str(first + timedelta(days=i)) for i in range(days))
         return UsageWindow(

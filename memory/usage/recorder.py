@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 
 from memory.clock import Clock, iso
@@ -161,6 +161,14 @@ class UsageRecorder:
             model=model,
             detail=f"via {via}, {call.hits} hits",
         )
+
+    @contextlib.asynccontextmanager
+    async def settled(self) -> AsyncIterator[None]:
+        """No flush runs inside: what the database holds and what ``buffered``
+        returns add up to every count of this process, none twice or lost
+        (a flush in flight holds its rows in neither)."""
+        async with self._lock:
+            yield
 
     def buffered(
         self, guild_id: str | None, first_day: str, last_day: str
