@@ -3,8 +3,8 @@
 * snapshot refresh every ``snapshot.interval_s`` (default 5 min);
 * embedding re-index every ``jobs.reindex_interval_min`` (vectors missing
   after a crash or a model change);
-* action log pruning every hour (first a minute after start), by the
-  retention in ``memory.config.action_log``;
+* action log and request log pruning every hour (first a minute after
+  start), by the retention in ``memory.config.action_log`` and ``usage``;
 * retention every ``retention_interval_min`` (default 10 min, first a
   minute after start): the forget of members and the purge of guilds whose
   leave timers are due (``memory.retention``; the timers live in the
@@ -154,7 +154,7 @@ class Jobs:
             self._wrap("action_log_prune", self.prune_action_log, 3600 * LEASE_SLACK),
             IntervalTrigger(hours=1, start_date=datetime.now(UTC) + timedelta(minutes=1)),
             id="action_log_prune",
-            name="action log pruning",
+            name="action log and request log pruning",
             **common,
         )
         sched.add_job(
@@ -283,6 +283,9 @@ class Jobs:
         deleted = await self.memory.admin.prune_action_log()
         if deleted:
             log.info("pruned %d action log rows", deleted)
+        requests = await self.memory.usage.prune_requests()
+        if requests:
+            log.info("pruned %d request log rows", requests)
 
     async def retention(self) -> None:
         done = await self.memory.retention.run_due(self.still_away, self.owned)

@@ -23,6 +23,7 @@ from memory import (
     MemoryConfig,
     RetrievalConfig,
     SnapshotConfig,
+    UsageConfig,
     load_calibration_file,
     redact_url,
 )
@@ -285,6 +286,12 @@ class Settings(BaseModel):
     jobs_action_log_max_rows: int = setting(
         100_000, "Most rows the action log keeps; the oldest go first (0: no cap).", ge=0
     )
+    jobs_request_log_keep_days: float = setting(
+        30.0, "Days the request log keeps rows; older ones are pruned hourly (0: forever).", ge=0
+    )
+    jobs_request_log_max_rows: int = setting(
+        200_000, "Most rows the request log keeps; the oldest go first (0: no cap).", ge=0
+    )
     jobs_retention_interval_min: float = setting(
         10.0,
         "Minutes between runs of the leave policies (timed forget of members who left, "
@@ -463,6 +470,10 @@ class Settings(BaseModel):
             retrieval=self.retrieval_config(),
             action_log=ActionLogConfig(
                 keep_days=self.jobs_action_log_keep_days, max_rows=self.jobs_action_log_max_rows
+            ),
+            usage=UsageConfig(
+                request_log_keep_days=self.jobs_request_log_keep_days,
+                request_log_max_rows=self.jobs_request_log_max_rows,
             ),
             compaction_delay_s=self.jobs_compaction_delay_s,
             ownership=self.ownership(),

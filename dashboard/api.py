@@ -185,8 +185,13 @@ async def metrics(request: web.Request) -> web.Response:
     ctx = await context.health_context(request)
     # Per-guild figures need the database; while it is away, the rest still answers.
     reachable = ctx["database_connection"].get("reachable", True)
-    guilds = await mem.guilds.overview() if reachable else []
-    text = render_metrics(mem.admin.counters(), ctx, guilds)
+    text = render_metrics(
+        mem.admin.counters(),
+        ctx,
+        await mem.guilds.overview() if reachable else [],
+        await mem.usage.totals() if reachable else {},
+        await mem.usage.today() if reachable else {},
+    )
     response = web.Response(text=text)
     response.headers["Content-Type"] = CONTENT_TYPE
     return response

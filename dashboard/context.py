@@ -339,6 +339,7 @@ async def health_context(request: web.Request) -> dict[str, Any]:
     return {
         "healthy": bool(h.get("ok")),
         "warnings": list(h.get("warnings", [])),
+        "notices": list(h.get("notices", [])),
         "facts": {
             "active": h.get("facts_active"),
             "total": h.get("facts_total"),
@@ -437,6 +438,8 @@ async def settings_context(mem: Memory, guild: str | None) -> dict[str, Any]:
     if guild is not None:
         raw = await mem.guilds.raw_settings(guild)
         resolved = await mem.guilds.settings(guild)
+        # What applies now, blank settings included (a budget's number in force).
+        in_force = await mem.admin.settings_in_force(guild)
         for spec in GUILD_SETTINGS:
             items.append(
                 {
@@ -447,6 +450,7 @@ async def settings_context(mem: Memory, guild: str | None) -> dict[str, Any]:
                     "default": _shown(spec.default),
                     "stored": raw.get(spec.key),
                     "effective": _shown(getattr(resolved, spec.key, None)),
+                    "in_force": _shown(in_force.get(spec.key)),
                 }
             )
         log = await mem.admin.action_log(kind="settings_change", guild_id=guild, limit=20)

@@ -6,6 +6,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from memory import USAGE_SERIES
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "guildlore_"
 
@@ -159,7 +161,11 @@ def render_metrics(
     counters: Mapping[str, Any],
     health: Mapping[str, Any],
     guilds: Iterable[Mapping[str, Any]] = (),
+    usage_total: Iterable[tuple[str, str, float]] = (),
+    usage_today: Iterable[tuple[str, str, float]] = (),
 ) -> str:
+    """``usage_total``/``usage_today``: (guild id, series, value) of the daily
+    series (``Memory.usage``), all days / today's UTC day."""
     w = _Writer()
     for key, value in counters.items():
         if key in _COUNTERS:
@@ -244,6 +250,23 @@ def render_metrics(
         "gauge",
         "Stored messages per guild.",
         [({"guild_id": g["guild_id"]}, g.get("messages")) for g in guild_rows],
+    )
+    # The daily series from the database: counters that survive restarts and
+    # read the same from every process on one database (scrape one of them,
+    # or take the max, not the sum). Days are not labels: Prometheus keeps
+    # its own time, so ``increase(guildlore_usage_total[1d])`` is a day.
+    w.metric(
+        "usage_total",
+        "counter",
+        "Daily series summed over every day, from the database "
+        "(series: " + ", ".join(s.name for s in USAGE_SERIES) + ").",
+        [({"guild_id": g, "series": name}, v) for g, name, v in usage_total],
+    )
+    w.metric(
+        "usage_today",
+        "gauge",
+        "Daily series of today (UTC), from the database.",
+        [({"guild_id": g, "series": name}, v) for g, name, v in usage_today],
     )
     return "\n".join(w.lines) + "\n"
 

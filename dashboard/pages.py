@@ -19,8 +19,11 @@ from memory import FACT_TYPES, LORE_SUBJECT, InvalidInput
 from . import budgets, context, params, render, security
 from .episodes import episodes_context
 from .keys import AUTH_VIA, CONFIG, LOGIN_THROTTLE, MARKDOWN, SECRET, SESSION_NONCE
+from .members import members_context
 from .middlewares import client_of
 from .serialize import fact_json
+from .settings_view import save_group, settings_groups
+from .usage import usage_context
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,6 @@ TYPE_LABELS = {
     "other": "Other",
 }
 JOURNAL_PAGE_LINES = 500
-MEMBERS_SHOWN = 500
 
 
 def _flash(request: web.Request, ctx: dict[str, Any], error: str | None = None) -> dict[str, Any]:
@@ -74,6 +76,7 @@ async def overview(request: web.Request) -> web.Response:
         "counters": mem.admin.counters(),
         "rates": context.ingest_rates(request),
         "health": await context.health_context(request),
+        **await usage_context(request, None),
     }
     return await render.page(request, "overview.html", _flash(request, ctx))
 
@@ -89,20 +92,11 @@ async def guild_page(request: web.Request) -> web.Response:
     guild = params.required_snowflake(request.match_info, "guild_id")
     row = await _guild_row(request, guild)
     mem = context.memory_of(request)
-    name_filter = (request.query.get("q") or "").strip().lower()[:100]
-    members = await mem.guilds.members(guild)
-    if name_filter:
-        members = [
-            m
-            for m in members
-            if name_filter in str(m["display_name"]).lower() or name_filter in str(m["user_id"])
-        ]
     lore = await mem.facts.find(guild, subject=LORE_SUBJECT, active=True, limit=500)
     ctx = {
         "guild": row,
-        "filter": name_filter,
-        "members": members[:MEMBERS_SHOWN],
-        "members_total": len(members),
+        **await members_context(request, guild),
+        **await usage_context(request, guild),
         "lore_count": len(lore),
         "channels": await mem.guilds.channels(guild),
         **await context.procedures_context(mem, guild),
@@ -304,19 +298,30 @@ async def journal_day(request: web.Request) -> web.Response:
     day = request.match_info["day"]
     guild = params.snowflake(request.query, "guildId")
     page_no = params.integer(request.query, "page", default=1, lo=1, hi=100_000)
-    found = await context.memory_of(request).journal_entries(day)
+    mem = context.memory_of(request)
+    found = await mem.journal_entries(day)
     if found is None:
         raise params.not_found(f"no journal for {day}")
+    # Lines are appended as messages are processed, an import's out of
+    # time order: the page reads them in the order they were written.
+    ordered = sorted(found, key=lambda e: e.time)
+    guild_names = {str(g["guild_id"]): str(g["label"]) for g in await context.guild_rows(mem)}
+    day_guilds = sorted({e.guild_id for e in ordered})
+    channels: dict[str, dict[str, str]] = {
+        g: await context.channel_names(mem, g) for g in day_guilds if g
+    }
     entries = [
         {
             "time": e.time,
             "author_name": e.author_name,
             "author_id": e.author_id,
             "guild_id": e.guild_id,
+            "guild_name": guild_names.get(e.guild_id),
             "channel_id": e.channel_id,
+            "channel_name": channels.get(e.guild_id, {}).get(e.channel_id),
             "content": e.content,
         }
-        for e in found
+        for e in ordered
         if guild is None or e.guild_id == guild
     ]
     start = (page_no - 1) * JOURNAL_PAGE_LINES
@@ -328,7 +333,8 @@ async def journal_day(request: web.Request) -> web.Response:
         "pages": pages,
         "total": len(entries),
         "entries": entries[start : start + JOURNAL_PAGE_LINES],
-        "guild_ids": sorted({e["guild_id"] for e in entries}) if guild is None else [guild],
+        "guild_ids": day_guilds if guild is None else [guild],
+        "guild_names": {g: guild_names.get(g, g) for g in day_guilds},
     }
     return await render.page(request, "journal_day.html", _flash(request, ctx))
 
@@ -355,6 +361,7 @@ async def _settings_ctx(request: web.Request, guild: str | None) -> dict[str, An
     mem = context.memory_of(request)
     ctx = await context.settings_context(mem, guild)
     ctx["guilds"] = await context.guild_rows(mem)
+    ctx["groups"] = await settings_groups(mem, guild, ctx["settings"]) if guild else []
     return ctx
 
 
@@ -369,13 +376,20 @@ async def settings_post(request: web.Request) -> web.Response:
     guild = params.required_snowflake(form, "guildId")
     key = form.get("key")
     value = form.get("value")
-    if not isinstance(key, str) or (value is not None and not isinstance(value, str)):
+    if "group" not in form and (
+        not isinstance(key, str) or (value is not None and not isinstance(value, str))
+    ):
         raise params.bad_request("key and value must be text")
     try:
-        checked = context.check_setting(key, value)
-        await context.memory_of(request).guilds.set_setting(
-            guild, key, checked, actor=context.OPERATOR
-        )
+        if "group" in form:  # a whole group's form (settings_view.py)
+            if not await save_group(context.memory_of(request), guild, form):
+                raise _go("/settings", guildId=guild, notice="unchanged")
+        else:
+            assert isinstance(key, str)
+            checked = context.check_setting(key, value if isinstance(value, str) else None)
+            await context.memory_of(request).guilds.set_setting(
+                guild, key, checked, actor=context.OPERATOR
+            )
     except InvalidInput as exc:
         ctx = await _settings_ctx(request, guild)
         return await render.page(

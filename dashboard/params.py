@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -184,6 +184,19 @@ def as_of(source: Mapping[str, Any], name: str = "asOf") -> datetime | None:
     if value is not None and _DATE.fullmatch(raw):
         value += timedelta(days=1) - timedelta(milliseconds=1)
     return value
+
+
+def day(source: Mapping[str, Any], name: str) -> date | None:
+    """A calendar day ``YYYY-MM-DD`` (the date fields of the pages), or None when absent."""
+    value = _raw(source, name, 10)
+    if value is None:
+        return None
+    try:
+        if not _DATE.fullmatch(value):
+            raise ValueError(value)
+        return date.fromisoformat(value)
+    except ValueError:
+        raise bad_request(f"{name} must be a day such as 2024-05-01, not {value[:10]!r}") from None
 
 
 def kind(source: Mapping[str, Any], name: str = "kind") -> str | None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import jinja2
 from aiohttp import web
@@ -21,7 +22,7 @@ from markdown_it import MarkdownIt
 
 from memory import parse_iso
 
-from . import security
+from . import charts, security
 from .keys import AUTH_VIA, CONFIG, NEW_CSRF_NONCE, SECRET, TEMPLATES
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ NAV: tuple[tuple[str, str, str], ...] = (
     ("journal", "Journal", "/journal"),
     ("traces", "Traces", "/traces"),
     ("activity", "Activity", "/activity"),
+    ("requests", "Requests", "/requests"),
     ("settings", "Settings", "/settings"),
     ("privacy", "Privacy", "/privacy"),
 )
@@ -94,6 +96,18 @@ def _size(n: Any) -> str:
     return f"{b:.1f} GB"
 
 
+def link(query: Mapping[str, Any], **changes: Any) -> str:
+    """``?…`` for the page's own query with ``changes`` (None or "" drops a
+    key), so a form or a link keeps the other parts of the page as they are."""
+    merged = {k: v for k, v in query.items() if k != "notice"}
+    for key, value in changes.items():
+        if value is None or value == "":
+            merged.pop(key, None)
+        else:
+            merged[key] = str(value)
+    return "?" + urlencode(merged) if merged else "?"
+
+
 def create_environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir())),
@@ -107,6 +121,8 @@ def create_environment() -> jinja2.Environment:
         when=_when, score=_score, meter=_meter, compact_json=_compact_json, size=_size
     )
     env.globals["NAV"] = NAV
+    env.globals["chart"] = charts.svg
+    env.globals["link"] = link
     return env
 
 
@@ -179,6 +195,7 @@ async def html(
         "csrf": csrf_for(request),
         "logout": token_set and request.get(AUTH_VIA) == "cookie",
         "token_set": token_set,
+        "query": dict(request.query),
     }
     text = await env.get_template(template).render_async(**ctx, req=req)
     response = web.Response(text=text, status=status, content_type="text/html", charset="utf-8")

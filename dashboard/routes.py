@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import api, budgets, pages, privacy, review
+from . import api, budgets, pages, privacy, review, usage
 from .render import static_dir
 
 FACT_ID = r"{fact_id:[0-9]{1,18}}"
@@ -36,6 +36,7 @@ ROUTES: tuple[web.RouteDef, ...] = (
     web.get(f"/journal/{DAY}", pages.journal_day, name="journal-day"),
     web.get("/traces", pages.traces_page, name="traces"),
     web.get("/activity", pages.activity_page, name="activity"),
+    web.get("/requests", usage.requests_page, name="requests"),
     web.get("/settings", pages.settings_page, name="settings"),
     web.get("/privacy", privacy.privacy_page, name="privacy"),
     web.post("/settings", pages.settings_post, name="settings-change"),
@@ -72,6 +73,8 @@ ROUTES: tuple[web.RouteDef, ...] = (
     web.get("/api/review", review.api_list, name="api-review"),
     web.post(f"/api/review/{ITEM_ID}", review.api_decide, name="api-review-decide"),
     web.get("/api/csrf", api.csrf, name="api-csrf"),
+    web.get("/api/usage/series", usage.series_api, name="api-usage-series"),
+    web.get("/api/usage/requests", usage.requests_api, name="api-usage-requests"),
     web.get("/metrics", api.metrics, name="metrics"),
 )
 

@@ -32,6 +32,7 @@ from memory.config import (
     MemoryConfig,
     RetrievalConfig,
     SnapshotConfig,
+    UsageConfig,
 )
 from memory.db.sqlite.driver import capabilities as sqlite_capabilities
 from memory.db.url import redact_url
@@ -58,9 +59,10 @@ from memory.errors import (
     StorageError,
 )
 from memory.extract.rules.extractor import RuleExtractor
+from memory.guild_setting_groups import CHOICE_LABELS, SETTING_GROUPS
 from memory.guild_settings import GUILD_SETTINGS, GUILD_SETTINGS_BY_KEY, parse_guild_setting
 from memory.importer.lock import ImportBusy, import_lock
-from memory.importer.reader import iter_paths, read_header
+from memory.importer.reader import check_export, iter_paths, read_header
 from memory.importer.session import ImportReport, ImportStop, import_files, import_messages
 from memory.ingest.write_caps import CapReached
 from memory.llm import ChatModel
@@ -78,6 +80,7 @@ from memory.models import (
     IncomingMessage,
     PendingFact,
     Procedure,
+    RequestLogEntry,
     SearchScope,
     StoredMessage,
     Trace,
@@ -101,9 +104,11 @@ from memory.roles.members import (
 from memory.roles.provenance import Explained
 from memory.roles.review.decisions import ReviewClosed, ReviewResult
 from memory.roles.review.role import ReviewCard
+from memory.roles.usage import UsageWindow
 from memory.store.copy_db import CopyReport, copy_sqlite_to_postgres
 from memory.store.retention import RetentionTimer
 from memory.throttle import Throttle
+from memory.usage.series import ERROR_SERIES, REQUEST_KINDS, REQUEST_OUTCOMES, USAGE_SERIES
 
 __all__ = [
     "disk_status",
@@ -111,6 +116,14 @@ __all__ = [
     "ImportBusy",
     "import_lock",
     "disk_problem",
+    "CHOICE_LABELS",
+    "SETTING_GROUPS",
+    "ERROR_SERIES",
+    "REQUEST_KINDS",
+    "REQUEST_OUTCOMES",
+    "USAGE_SERIES",
+    "RequestLogEntry",
+    "UsageWindow",
     "postgres_status",
     "redact_url",
     "CapReached",
@@ -174,6 +187,7 @@ __all__ = [
     "SearchScope",
     "DEFAULT_SEARCH_SCOPE",
     "SnapshotConfig",
+    "UsageConfig",
     "StoredMessage",
     "Throttle",
     "Trace",
@@ -189,6 +203,7 @@ __all__ = [
     "import_files",
     "import_messages",
     "iso",
+    "check_export",
     "iter_paths",
     "list_models",
     "load_calibration_file",

@@ -115,6 +115,23 @@ class ActionLogConfig:
 
 
 @dataclass(frozen=True)
+class UsageConfig:
+    """The operator's view over time: how often the buffered part of the daily
+    series and the request log (searches, extraction calls, replies) is
+    written, and how long the request log keeps its rows (a 0 turns that
+    limit off). The daily series are a few rows per guild and day and are
+    kept."""
+
+    flush_s: float = 5.0
+    request_log_keep_days: float = 30.0
+    request_log_max_rows: int = 200_000
+    prune_chunk: int = 5_000  # rows per write transaction, so a backlog never holds the writer
+    # Request rows held in memory while the database cannot take them; the
+    # oldest go first beyond this (counted).
+    buffer_max_rows: int = 10_000
+
+
+@dataclass(frozen=True)
 class MemoryConfig:
     db_path: Path
     journal_dir: Path
@@ -125,6 +142,7 @@ class MemoryConfig:
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     action_log: ActionLogConfig = field(default_factory=ActionLogConfig)
+    usage: UsageConfig = field(default_factory=UsageConfig)
     read_connections: int = 2
     # Seconds from an erase (a Discord delete or edit, a timed forget) to the
     # rewrite of the database file that drops its freed bytes: a burst of

@@ -9,11 +9,11 @@ view), ``corrections``, ``opt_outs``, ``receipts``, ``provenance``, ``erasure``
 (what members control and see), ``lifecycle`` (Discord's deletes and edits),
 ``retention`` (leave policies, guild purge), ``consent`` (sensitive facts
 waiting for a member's answer), ``review`` (memories waiting for a
-moderator), ``pins`` (pinned messages as canon lore) and ``catch_up`` (what
-Discord holds that the process missed while away);
-besides them ``sessions`` (dashboard logins), ``inbox`` (the durable
-inbox: unfinished and failed messages) and ``replay`` (what the inbox holds
-unfinished, back into the queue).
+moderator), ``pins`` (pinned messages as canon lore), ``catch_up`` (what
+Discord holds that the process missed while away) and ``usage`` (daily
+series, the request log); besides them ``sessions`` (dashboard logins),
+``inbox`` (the durable inbox: unfinished and failed messages) and ``replay``
+(what the inbox holds unfinished, back into the queue).
 """
 
 from __future__ import annotations
@@ -79,10 +79,12 @@ from memory.roles.snapshot_file import SNAPSHOT_NAME, SnapshotFile
 from memory.roles.storage_health import StorageHealth
 from memory.roles.traces import TraceOps
 from memory.roles.upkeep import MemoryUpkeep
+from memory.roles.usage import UsageOps
 from memory.sessions import OperatorSessions
 from memory.snapshot import SnapshotRefresher
 from memory.store import messages as store_messages
 from memory.store.erase import ErasureCompactor
+from memory.usage.recorder import UsageRecorder
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +114,8 @@ class Memory:
         )
         self.storage_health = StorageHealth(self.db, self.journal_owed, clock)
         self.extractor = extractor
+        self._usage = UsageRecorder(self.db, config.usage, clock)
+        self.usage = UsageOps(self.db, self._usage, config.usage, clock)
         self.embeddings = EmbeddingService(
             self.db,
             config.embedding,
@@ -119,6 +123,7 @@ class Memory:
             clock=clock,
             env_default=env_embedding_model,
             embedder=embedder,
+            usage=self._usage,
         )
         # Linking a written fact reads the retriever's in-memory matrices.
         self.embeddings.nearest_facts = lambda *a: self.retriever.nearest_facts(*a)
@@ -146,6 +151,7 @@ class Memory:
             gate=gate,
             decider=decider,
             review=review_gate,
+            usage=self._usage,
         )
         self.inbox = Inbox(self.db, config.ingest, clock)
         self.queue = IngestQueue(config.ingest, inbox=self.inbox, process=self.pipeline)
@@ -311,6 +317,7 @@ class Memory:
         self._started, self._ingesting, self._ingest_stopped = True, ingest, False
         # What a killed writer left in the journal folder may hold erased text.
         await self.journal_owed.remove_leftovers()
+        self._usage.start()
         if ingest:
             # The journal as an interrupted run left it, repaired, with the
             # lines a full disk kept from it, before anything new is appended.
@@ -336,6 +343,7 @@ class Memory:
         if self._ingesting:
             with contextlib.suppress(Exception):
                 await self._snapshot_file.write()
+        await self._usage.close()
         try:
             await self.compactor.flush()
         except Exception:
@@ -386,6 +394,7 @@ class Memory:
         ok = await self.queue.drain(timeout)
         ok = await self.embeddings.settle(timeout) and ok
         await self.upkeep.settle(timeout)
+        await self._usage.flush()
         return ok
 
     async def get_message(self, guild_id: str, message_id: str) -> StoredMessage | None:
@@ -461,20 +470,25 @@ class Memory:
         ``after``/``before`` (observation time) filter facts before ranking."""
         started = time.perf_counter()
         only = await self.fact_filter(guild_id, consumer, types, after=after, before=before)
-        result: list[Hit] = await self.retriever.search(
-            guild_id,
-            query,
-            channel_id=channel_id,
-            limit=limit,
-            scope=scope,
-            visible_channels=visible_channels,
-            gate=gate,
-            as_of=as_of,
-            only=only,
-            subjects=list(subjects) if subjects else None,
-        )
+        with self._usage.searching(guild_id, consumer, self._search_model(guild_id)) as call:
+            result: list[Hit] = await self.retriever.search(
+                guild_id,
+                query,
+                channel_id=channel_id,
+                limit=limit,
+                scope=scope,
+                visible_channels=visible_channels,
+                gate=gate,
+                as_of=as_of,
+                only=only,
+                subjects=list(subjects) if subjects else None,
+            )
+            call.hits = len(result)
         self._search_stats.count(started)
         return result
+
+    def _search_model(self, guild_id: str) -> str:
+        return self.embeddings.model_for_guild(guild_id) or "lexical"
 
     async def fact_filter(
         self,
@@ -510,16 +524,18 @@ class Memory:
         ``as_of`` and ``consumer``: as in ``search``."""
         started = time.perf_counter()
         only = await self.fact_filter(guild_id, consumer)
-        result: PromptSlice = await self.retriever.build_prompt_slice(
-            guild_id,
-            channel_id,
-            user_id,
-            query,
-            visible_channels=visible_channels,
-            exclude_message_ids=exclude_message_ids,
-            as_of=as_of,
-            only=only,
-        )
+        with self._usage.searching(guild_id, "reply memory", self._search_model(guild_id)) as call:
+            result: PromptSlice = await self.retriever.build_prompt_slice(
+                guild_id,
+                channel_id,
+                user_id,
+                query,
+                visible_channels=visible_channels,
+                exclude_message_ids=exclude_message_ids,
+                as_of=as_of,
+                only=only,
+            )
+            call.hits = result.size
         self._search_stats.count(started)
         return result
 

@@ -11,10 +11,13 @@ output, shared by the bot's replies and the LLM extractor.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,6 +148,42 @@ def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
     return tuple(out)
 
 
+@dataclass
+class TokenTally:
+    """The tokens chat endpoints reported for the calls made inside
+    ``counting_tokens``; ``unreported``: calls whose endpoint gave no counts."""
+
+    prompt: int = 0
+    completion: int = 0
+    calls: int = 0
+    unreported: int = 0
+
+    def add(self, prompt: int | None, completion: int | None) -> None:
+        self.calls += 1
+        if prompt is None and completion is None:
+            self.unreported += 1
+        self.prompt += prompt or 0
+        self.completion += completion or 0
+
+
+# The tallies open in this task (and the tasks it starts: they copy the
+# context, and so share the tally objects).
+_TALLIES: ContextVar[tuple[TokenTally, ...]] = ContextVar("guildlore_token_tallies", default=())
+
+
+@contextlib.contextmanager
+def counting_tokens() -> Iterator[TokenTally]:
+    """Add up the tokens of every ``chat_completion`` awaited inside the
+    block, however deep: an extraction call, a batch's decision calls. Blocks
+    nest; each sees the calls made inside it."""
+    tally = TokenTally()
+    token = _TALLIES.set((*_TALLIES.get(), tally))
+    try:
+        yield tally
+    finally:
+        _TALLIES.reset(token)
+
+
 def _usage_count(usage: Any, name: str) -> int | None:
     value = getattr(usage, name, None) if usage is not None else None
     return value if isinstance(value, int) and value >= 0 else None
@@ -217,12 +256,15 @@ async def chat_completion(
         raise error(f"chat completion from {model}: {reason}")
     log.debug("chat completion %s: %d chars in %.3fs", model, len(content), elapsed)
     usage = getattr(completion, "usage", None)
-    return Completion(
+    done = Completion(
         content,
         _usage_count(usage, "prompt_tokens"),
         _usage_count(usage, "completion_tokens"),
         calls,
     )
+    for tally in _TALLIES.get():
+        tally.add(done.prompt_tokens, done.completion_tokens)
+    return done
 
 
 _JSON_NUDGE = {"role": "system", "content": "Respond with a single JSON object."}

@@ -288,6 +288,14 @@ class PromptSlice:
     # Summaries of past conversations in channels the asker can see.
     episodes: tuple[Hit, ...] = ()
 
+    @property
+    def size(self) -> int:
+        """Facts, messages and episodes in the slice."""
+        return sum(
+            len(p)
+            for p in (self.user_facts, self.relevant_facts, self.relevant_messages, self.episodes)
+        )
+
 
 @dataclass(frozen=True)
 class Trace:
@@ -316,6 +324,46 @@ class ActionLogEntry:
     message: str
     detail: dict[str, Any] | None
     created_at: str
+
+
+@dataclass(frozen=True)
+class MemberSummary:
+    """One member as the guild page lists them: active facts about them,
+    their stored messages and the time of the last one."""
+
+    user_id: str
+    display_name: str
+    facts: int
+    messages: int
+    last_message: str | None
+
+
+@dataclass(frozen=True)
+class MemberPage:
+    """One page of a guild's members; ``total``: all that match the filter,
+    ``without_facts``: how many of those have no active fact."""
+
+    members: tuple[MemberSummary, ...]
+    total: int
+    without_facts: int
+
+
+@dataclass(frozen=True)
+class RequestLogEntry:
+    """One reply, search or extraction call in the request log: when, which
+    guild, how long, which model, the tokens it reported and how it ended.
+    ``detail`` is short and never holds message text or member ids."""
+
+    id: int
+    at: str
+    guild_id: str
+    kind: str  # "reply" | "search" | "extraction"
+    outcome: str  # "ok" | "empty" | "error"
+    latency_ms: float
+    model: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    detail: str | None = None
 
 
 @dataclass(frozen=True)

@@ -240,12 +240,16 @@ class Replies(commands.Cog):
                     recent_tokens=cfg.recent_tokens,
                 )
         except LLMError as exc:
+            self._count(gid, chat.model, started, error=exc)
             await self._log_error(
                 gid, request.message_id, request.channel_id, "reply_llm_error", exc
             )
         except Exception as exc:
             log.exception("reply to %s failed", request.message_id)
+            self._count(gid, chat.model, started, error=exc)
             await self._log_error(gid, request.message_id, request.channel_id, "reply_error", exc)
+        else:
+            self._count(gid, chat.model, started, result=result)
         text = result.text if result is not None else APOLOGY
         if result is not None:
             try:
@@ -295,6 +299,34 @@ class Replies(commands.Cog):
         guild = getattr(channel, "guild", None)
         public = visible_channel_ids(guild, guild.default_role) if guild is not None else set()
         return frozenset((public | {request.channel_id}) & set(request.visible_channels))
+
+    def _count(
+        self,
+        gid: str,
+        model: str,
+        started: float,
+        *,
+        result: ReplyResult | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """The reply's request-log row and series (time, model, tokens, outcome)."""
+        detail = None
+        if result is not None:
+            lookups = f", {len(result.calls)} lookups" if result.calls else ""
+            calls = f"{result.llm_calls} model call{'s' if result.llm_calls != 1 else ''}"
+            detail = f"{calls}{lookups}, {len(result.retrieved)} memories used"
+        try:
+            self.bot.memory.usage.record_reply(
+                gid,
+                (time.perf_counter() - started) * 1000,
+                model=result.model if result is not None else model,
+                prompt_tokens=result.prompt_tokens if result is not None else None,
+                completion_tokens=result.completion_tokens if result is not None else None,
+                error=error,
+                detail=detail,
+            )
+        except Exception:  # a meter must never cost the member their reply
+            log.exception("could not count the reply")
 
     async def _record(
         self,

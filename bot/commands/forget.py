@@ -7,7 +7,8 @@ traces, redacts their journal lines, regenerates MEMORY.md and leaves one
 ``forget`` history row without content, and a deletion receipt (its id is
 printed; ``guildlore receipt ID`` shows it again and checks it). It asks
 before erasing unless ``--yes`` is given (or stdin is not a terminal, where
-it refuses instead).
+it refuses instead). A guild or member the database does not know is exit
+status 1 with a message, and nothing is touched.
 """
 
 from __future__ import annotations
@@ -76,6 +77,20 @@ async def _main(args: argparse.Namespace, settings: Any, guild: str | None, user
         if guild is None:
             report = await memory.erasure.forget_everywhere(user, actor="operator:cli")
         else:
+            known = {str(g["guild_id"]) for g in await memory.guilds.overview()}
+            if guild not in known:
+                raise CliError(
+                    f"guildlore forget: no guild {guild} in this database (known: "
+                    f"{', '.join(sorted(known)) or 'none'}); nothing erased",
+                    1,
+                )
+            if not await memory.members.known(guild, user):
+                # A typo in the id must not read as a successful erase.
+                raise CliError(
+                    f"guildlore forget: guild {guild} holds nothing of user {user} "
+                    "(no messages, facts or member row); nothing erased",
+                    1,
+                )
             report = await memory.forget(guild, user, actor="operator:cli")
     if args.json:
         print(json.dumps(asdict(report), indent=2))

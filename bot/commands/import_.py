@@ -13,7 +13,8 @@ next run — of this command or of the bot.
 A file that cannot be read (truncated, malformed, wrong schema, a broken or
 looping symbolic link) is one error line, with its byte position where there
 is one; what was read before the error is imported and settled, the other
-files still run, and the exit status is 1. A FIFO, device or socket named
+files still run, and the exit status is 1; when not one file is an export,
+nothing is created (no database, no journal folder). A FIFO, device or socket named
 ``*.json`` is skipped unread and counted (``skipped_files``). Files are opened
 and their headers read in a worker thread, so the event loop (and with it
 Ctrl-C/SIGTERM) is never held by the file system.
@@ -130,7 +131,36 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"guildlore import: {exc}", code=2) from exc
     if args.guild is not None and not (args.guild.isascii() and args.guild.isdigit()):
         raise CliError(f"guildlore import: --guild must be a Discord id, got {args.guild!r}", 2)
+    _require_an_export(args, paths)
     return asyncio.run(_main(args, settings, paths))
+
+
+def _require_an_export(args: argparse.Namespace, paths: list[Path]) -> None:
+    """Refuse before anything is created (the database, the journal folder)
+    when not one of the files is an export; files that are not, beside ones
+    that are, are reported by the import itself."""
+    from memory import GuildloreError, ImportReport, check_export
+
+    problems: list[tuple[Path, BaseException]] = []
+    for path in paths:
+        try:
+            check_export(path)
+        except (GuildloreError, OSError) as exc:
+            problems.append((path, exc))
+        else:
+            return
+    report = ImportReport.unread(problems)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    for skipped in report.skipped_files:
+        print(f"guildlore import: skipped {skipped}", file=sys.stderr)
+    for err in report.errors:
+        print(f"guildlore import: error: {err}", file=sys.stderr)
+    raise CliError(
+        "guildlore import: no file is a DiscordChatExporter export or a Discord API message "
+        "array; nothing imported, nothing created",
+        1,
+    )
 
 
 def _total_bytes(paths: list[Path]) -> int:

@@ -3,6 +3,8 @@
 The same search as ``/memory search`` and ``GET /api/memory/search``:
 only hits that pass the relevance gate, possibly none. Operators see every
 channel (no visibility filter). ``--json`` prints the hits in the API's shape.
+Exit status 1 for a guild the database does not know (with the known ones
+listed), 2 for bad arguments; no hits is not an error (0).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import sys
 import textwrap
 from typing import TYPE_CHECKING, Any
 
@@ -128,6 +129,17 @@ async def _main(args: argparse.Namespace, settings: Any) -> int:
 
     args.scope = args.scope or DEFAULT_SEARCH_SCOPE
     async with open_memory(settings, ingest=False) as memory:
+        known = {str(g["guild_id"]): g.get("name") for g in await memory.guilds.overview()}
+        if args.guild not in known:
+            # Not "no hits": a mistyped id must not look like an empty memory.
+            listed = ", ".join(
+                f"{gid} ({name})" if name else gid for gid, name in sorted(known.items())
+            )
+            raise CliError(
+                f"guildlore search: no guild {args.guild} in this database "
+                f"(known: {listed or 'none'})",
+                1,
+            )
         hits = await memory.search(
             args.guild, args.query, channel_id=args.channel, limit=args.limit, scope=args.scope
         )
@@ -135,7 +147,6 @@ async def _main(args: argparse.Namespace, settings: Any) -> int:
             m["user_id"]: m.get("display_name") or ""
             for m in await memory.guilds.members(args.guild)
         }
-        known = {g["guild_id"] for g in await memory.guilds.overview()}
     if args.json:
         print(
             json.dumps(
@@ -146,14 +157,7 @@ async def _main(args: argparse.Namespace, settings: Any) -> int:
         )
         return 0
     if not hits:
-        if args.guild not in known:
-            print(
-                f"no guild {args.guild} in this database (known: "
-                f"{', '.join(sorted(known)) or 'none'})",
-                file=sys.stderr,
-            )
-        else:
-            print(f"no hits for {args.query!r} in guild {args.guild} (scope {args.scope})")
+        print(f"no hits for {args.query!r} in guild {args.guild} (scope {args.scope})")
         return 0
     print(format_table(hits, names, explain=args.explain))
     return 0

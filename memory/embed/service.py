@@ -47,6 +47,7 @@ from memory.store import facts as store_facts
 from memory.store import pending_vectors
 from memory.store import vectors as store_vectors
 from memory.store.relations import NearestFacts, relate_written
+from memory.usage.recorder import UsageRecorder
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,11 @@ class EmbeddingService:
         env_default: str | None = None,
         embed_messages: bool = True,
         embedder: Embedder | None = None,
+        usage: UsageRecorder | None = None,
     ) -> None:
+        """``usage``: where failed embedding calls are counted (the daily series)."""
         self.db = db
+        self.usage = usage
         self.cfg = cfg
         self.client = client
         self.clock = clock
@@ -104,6 +108,7 @@ class EmbeddingService:
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False  # closed: nothing starts the worker again
         self._query_cache = QueryCache(QUERY_CACHE_SIZE)
         self._background_pool: ThreadPoolExecutor | None = None
         self.stats = EmbeddingStats()
@@ -159,11 +164,17 @@ class EmbeddingService:
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
-        if self.enabled and self._task is None:
+        if self.enabled and self._task is None and not self._stopped:
             self._idle.clear()  # settle() waits for the start-up repair too
             self._task = asyncio.create_task(self._run(), name="embedding-worker")
 
+    @property
+    def catching_up(self) -> bool:
+        """The worker of this process has vectors to make, or is making them."""
+        return self._task is not None and not self._idle.is_set()
+
     async def stop(self) -> None:
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -197,6 +208,10 @@ class EmbeddingService:
     def _kick(self) -> None:
         self._idle.clear()
         self._wake.set()
+        # An engine opened without ingest (the stand-alone dashboard, a
+        # command) starts no worker; its first edit starts one, so the edited
+        # fact gets its vector here rather than at the bot's next re-index.
+        self.start()
 
     @property
     def backlog(self) -> int:
@@ -294,6 +309,8 @@ class EmbeddingService:
 
     async def _failed(self, exc: BaseException, guild_id: str | None, source: str) -> None:
         self.stats.errors += 1
+        if self.usage is not None:
+            self.usage.add(guild_id, "embedding_errors")
         self.stats.last_error = str(exc)[:300]
         problem = disk_problem(exc)
         if problem is None:

@@ -68,6 +68,19 @@ def clean_message(text: str, max_chars: int = 320) -> str | None:
     return value[:max_chars].rstrip()
 
 
+def clean_line(text: str, max_chars: int = 320) -> str | None:
+    """``clean_message`` for people to read (a journal line): a message longer
+    than ``max_chars`` is cut at a word boundary when one is near, with "…"
+    to say it was cut. Extraction keeps ``clean_message``'s plain cut, which
+    the rule extractor recognises."""
+    value = _collapse(scrub(text or "").replace("|", "/"))
+    if len(value) < 2:
+        return None
+    if len(value) <= max_chars:
+        return value
+    return _cut(value, max_chars - 1) + "…"
+
+
 # -- normalisation --------------------------------------------------------------
 
 _TRAILING_JUNK = " ,;:-–—/\\"

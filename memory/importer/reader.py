@@ -107,6 +107,7 @@ __all__ = [
     "ExportHeader",
     "ImportRecord",
     "ImportStats",
+    "check_export",
     "iter_export",
     "iter_paths",
     "open_export",
@@ -298,6 +299,20 @@ def read_header(path: Path | str) -> ExportHeader:
         exported_at=exported if isinstance(exported, str) else None,
         message_count=count,
     )
+
+
+def check_export(path: Path | str) -> ExportHeader:
+    """``read_header``, and for a raw API array its first element too: what
+    a command checks before it creates anything (a database, a journal
+    folder). Raises ``ImportFormatError`` (``NotRegularFile`` for a FIFO,
+    device or socket) for a file that is not an export."""
+    header = read_header(path)
+    if header.format == "api":
+        # The first element is checked on reading (a JSON array of anything
+        # else is refused there); an empty array is an export of nothing.
+        for _record in iter_export(path):
+            break
+    return header
 
 
 def iter_export(path: Path | str, *, default_guild_id: str | None = None) -> Iterator[ImportRecord]:

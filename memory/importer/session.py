@@ -117,6 +117,16 @@ class ImportReport:
     # The whole process's high-water mark, set by a command (None in-process).
     peak_rss_mib: float | None = None
 
+    @classmethod
+    def unread(cls, problems: Sequence[tuple[Path, BaseException]]) -> ImportReport:
+        """The report of an import that read no file: each file's problem as
+        the import reports it (a FIFO, device or socket is a skip)."""
+        report = cls(ImportStats())
+        for path, exc in problems:
+            kind = report.skipped_files if isinstance(exc, NotRegularFile) else report.errors
+            kind.append(_error_text(exc, path))
+        return report
+
     @property
     def rate(self) -> float:
         return self.stats.messages / self.seconds if self.seconds > 0 else 0.0

@@ -43,7 +43,7 @@ from memory.disk import TroubleLog, disk_problem
 from memory.embed.service import EmbeddingService
 from memory.errors import ExtractionError
 from memory.extract.base import ExtractionItem, Extractor
-from memory.extract.guards import FilterResult, clean_message, filter_candidates
+from memory.extract.guards import FilterResult, clean_line, clean_message, filter_candidates
 from memory.guild_settings import GuildSettings, GuildSettingsCache
 from memory.ingest.batch_decision import Planned, WriteDecisions
 from memory.ingest.budgets import BudgetKeeper
@@ -54,12 +54,15 @@ from memory.ingest.retry import RetryPolicy, quarantine
 from memory.ingest.review_gate import ReviewGate
 from memory.ingest.stats import PipelineStats
 from memory.journal import EDITED, Journal
+from memory.llm import TokenTally, counting_tokens
 from memory.models import Candidate, Fact
 from memory.store import fact_decision
 from memory.store import held_messages as store_held
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 from memory.store.lifecycle import current_content
+from memory.usage.recorder import UsageRecorder, safe_reason
+from memory.usage.series import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +110,12 @@ class BatchProcessor:
         gate: SensitiveGate,
         decider: LLMDecider | None = None,
         review: ReviewGate | None = None,
+        usage: UsageRecorder | None = None,
     ) -> None:
         """``decider``: the LLM write decision; None derives it from an LLM
-        extractor (same endpoint and model) when ``cfg.llm_decision``."""
+        extractor (same endpoint and model) when ``cfg.llm_decision``.
+        ``usage``: where extraction calls and the tokens of a batch's model
+        calls are counted (the request log and the daily series)."""
         self.db = db
         self.decisions = WriteDecisions(db, cfg, decider)
         self.budgets = BudgetKeeper(db, cfg, clock, embeddings, self.decisions, extractor)
@@ -126,6 +132,7 @@ class BatchProcessor:
         self._per_model: dict[str, Extractor] = {}
         self.stats = PipelineStats()
         self._trouble = TroubleLog(log)
+        self.usage = usage
 
     async def __call__(self, jobs: Sequence[Job]) -> None:
         cleaned = [clean_message(j.msg.content, self.cfg.clean_max_chars) for j in jobs]
@@ -142,7 +149,8 @@ class BatchProcessor:
         ]
         guild_id = jobs[0].msg.guild_id or "" if jobs else ""
         extractor = await self._extractor_for(guild_id) if self.extractor is not None else None
-        planned = await self.decisions.plan(jobs, guarded, actions, extractor)
+        with counting_tokens() as deciding:
+            planned = await self.decisions.plan(jobs, guarded, actions, extractor)
         tally: dict[str, int] = {}
         prepared = [
             _Prepared(
@@ -159,7 +167,9 @@ class BatchProcessor:
                 zip(jobs, cleaned, candidates, errors, guarded, planned, strict=True)
             )
         ]
-        sensitive = await self._labels(prepared)
+        with counting_tokens() as labelling:
+            sensitive = await self._labels(prepared)
+        self._count_tokens(guild_id, deciding, labelling)
         settings = await self.settings.get(guild_id) if guild_id else GuildSettings()
         prepared = [
             replace(
@@ -245,8 +255,14 @@ class BatchProcessor:
             # Accepted by an earlier run: the line may be there already.
             states = await self.db.read(store_messages.message_states, resumed)
             done_before = {i for i, (_, journaled) in states.items() if journaled}
+        # The line is cut at a word, not where extraction's input was cut.
         todo = [
-            (p.job, HELD_LINE if p.held else p.cleaned)
+            (
+                p.job,
+                HELD_LINE
+                if p.held
+                else clean_line(p.job.msg.content, self.cfg.clean_max_chars) or p.cleaned,
+            )
             for p in group
             if p.cleaned is not None and p.job.msg.id not in done_before
         ]
@@ -325,9 +341,12 @@ class BatchProcessor:
         ]
         started = time.monotonic()
         self.stats.extract_calls += 1
+        guild_id = jobs[picks[0]].msg.guild_id or ""
         try:
-            results = await extractor.extract_batch(items, self.cfg.max_facts_per_message)
+            with counting_tokens() as spent:
+                results = await extractor.extract_batch(items, self.cfg.max_facts_per_message)
         except ExtractionError as exc:
+            self._request(guild_id, extractor, started, spent, "error", safe_reason(exc))
             self.stats.extract_errors += 1
             log.warning("extraction failed for %d messages: %s", len(items), exc)
             actions.append(
@@ -347,6 +366,16 @@ class BatchProcessor:
         self.stats.extract_ms_total += elapsed
         for i, cands in zip(picks, results, strict=False):
             out[i] = list(cands)[: self.cfg.max_facts_per_message]
+        found = sum(len(c) for c in out)
+        self._request(
+            guild_id,
+            extractor,
+            started,
+            spent,
+            "ok" if found else "empty",
+            f"{len(items)} message{'s' if len(items) != 1 else ''}, "
+            f"{found} candidate{'s' if found != 1 else ''}",
+        )
         if extractor.name != "rules":
             # The LLM call is the expensive, observable event; rule extraction
             # runs per message and would flood the log.
@@ -362,6 +391,36 @@ class BatchProcessor:
                 }
             )
         return out, errors
+
+    def _request(
+        self,
+        guild_id: str,
+        extractor: Extractor,
+        started: float,
+        spent: TokenTally,
+        outcome: Outcome,
+        detail: str,
+    ) -> None:
+        """The extraction call's request-log row (and its series)."""
+        if self.usage is None:
+            return
+        self.usage.request(
+            guild_id,
+            "extraction",
+            outcome,
+            (time.monotonic() - started) * 1000,
+            model=getattr(extractor, "model", None) or extractor.name,
+            prompt_tokens=spent.prompt if spent.calls > spent.unreported else None,
+            completion_tokens=spent.completion if spent.calls > spent.unreported else None,
+            detail=detail,
+        )
+
+    def _count_tokens(self, guild_id: str, *tallies: TokenTally) -> None:
+        """Tokens of a batch's other model calls (the write decision, the
+        sensitivity labels): in the series, not rows of the request log."""
+        if self.usage is not None:
+            self.usage.add(guild_id, "tokens_prompt", sum(t.prompt for t in tallies))
+            self.usage.add(guild_id, "tokens_completion", sum(t.completion for t in tallies))
 
     async def _labels(self, prepared: Sequence[_Prepared]) -> BatchLabels:
         """The batch's sensitivity labels under its guild's ``sensitive_facts``."""

@@ -15,11 +15,14 @@ from memory.config import MemoryConfig
 from memory.db.core import Database
 from memory.disk import disk_problem
 from memory.embed.service import EmbeddingService
+from memory.guild_settings import GUILD_SETTINGS
+from memory.ingest.budgets import BUDGET_KEYS, budget_of
 from memory.ingest.pipeline import BatchProcessor
 from memory.ingest.queue import IngestQueue
 from memory.models import ActionLogEntry
 from memory.roles.guilds import GuildOps
 from memory.roles.storage_health import StorageHealth
+from memory.roles.upkeep import TTL_KEYS
 from memory.snapshot import SnapshotRefresher
 from memory.store import ops as store_ops
 
@@ -176,6 +179,26 @@ class AdminOps:
             last_error=stats.last_error if errors else None,
         )
 
+    # -- settings in force ----------------------------------------------------------------------
+    async def settings_in_force(self, guild_id: str) -> dict[str, Any]:
+        """Each guild setting's value in force now, blank ones included: the
+        guild's own, else the deployment's (budgets from the ingest
+        configuration, the extraction and embedding models this engine
+        uses), else the declared default."""
+        s = await self._guilds.settings(guild_id)
+        out: dict[str, Any] = {spec.key: getattr(s, spec.key) for spec in GUILD_SETTINGS}
+        for kind, key in BUDGET_KEYS.items():
+            out[key] = budget_of(s, kind, self._config.ingest)
+        for key in (*TTL_KEYS.values(), "purge_after_days"):
+            out[key] = s.number(key)
+        extractor = self._pipeline.extractor
+        default_model = getattr(extractor, "model", None) or (extractor and extractor.name)
+        out["extract_model"] = (s.extract_model if default_model != "rules" else None) or (
+            default_model
+        )
+        out["embedding_model"] = self._embeddings.model_for_guild(guild_id)
+        return out
+
     # -- counters and health ---------------------------------------------------------------------
     def counters(self) -> dict[str, Any]:
         q = self._queue.stats
@@ -253,6 +276,8 @@ class AdminOps:
         database = self.database()
         warnings: list[str] = []
         counts = None
+        # Passing states that clear themselves: shown, but not "needs attention".
+        notices: list[str] = []
         if database["reachable"] and not database["failure"]:
             try:
                 counts = await self._unless_unreachable(self._db.read(store_ops.health_counts))
@@ -276,8 +301,24 @@ class AdminOps:
         if model is not None:
             v = counts["vectors"].get(model, {"fact_index": 0})
             missing = counts["facts_active"] - v.get("fact_index", 0)
-            if missing > 0:
-                warnings.append(f"{missing} active facts have no vector for {model} yet")
+            if missing > 0 and self._embeddings.catching_up:
+                notices.append(
+                    f"{missing} active fact{'s' if missing != 1 else ''} (new or just edited) "
+                    f"wait for their vector ({model}); this process is making them now. "
+                    "Until then search finds them by their words only."
+                )
+            elif missing > 0:
+                warnings.append(
+                    f"{missing} active fact{'s have' if missing != 1 else ' has'} no vector for "
+                    f"{model}: search finds them by their words only. The bot's hourly "
+                    "re-index (jobs.reindex_interval_min) or `guildlore reindex` embeds them; "
+                    "this warning clears itself then"
+                    + (
+                        f" (the last embedding error: {self._embeddings.stats.last_error})"
+                        if self._embeddings.stats.last_error
+                        else ""
+                    )
+                )
         if self._queue.stats.dropped:
             warnings.append(f"{self._queue.stats.dropped} messages dropped by queue overflow")
         states = counts["message_states"]
@@ -305,6 +346,7 @@ class AdminOps:
             "embedding_model": model,
             "counters": self.counters(),
             "warnings": warnings,
+            "notices": notices,
             "ok": not warnings,
         }
 

@@ -10,8 +10,11 @@ from typing import Any
 from memory.clock import Clock, iso
 from memory.db.core import Connection, Database
 from memory.embed.service import GUILD_MODEL_KEY, EmbeddingService
+from memory.errors import InvalidInput
 from memory.guild_settings import GuildSettings, GuildSettingsCache, parse_guild_setting
+from memory.models import MemberPage
 from memory.roles.opt_outs import OptOuts
+from memory.store import members as store_members
 from memory.store import messages as store_messages
 from memory.store import ops as store_ops
 
@@ -43,6 +46,33 @@ class GuildOps:
 
     async def members(self, guild_id: str) -> list[dict[str, Any]]:
         return list(await self._db.read(store_ops.members, guild_id))
+
+    async def member_page(
+        self,
+        guild_id: str,
+        *,
+        search: str = "",
+        with_facts_only: bool = True,
+        sort: str = "facts",
+        offset: int = 0,
+        limit: int = 25,
+    ) -> MemberPage:
+        """A page of members with their fact and message counts (the guild
+        page): filtered by name or id, without the members no fact is about
+        unless asked; ``sort``: facts, name, messages or last (message)."""
+        if sort not in store_members.MEMBER_SORTS:
+            raise InvalidInput(f"sort must be one of: {', '.join(store_members.MEMBER_SORTS)}")
+        return await self._db.read(
+            lambda con: store_members.member_page(
+                con,
+                guild_id,
+                search=search,
+                with_facts_only=with_facts_only,
+                sort=sort,
+                offset=max(0, offset),
+                limit=max(1, min(500, limit)),
+            )
+        )
 
     async def channels(self, guild_id: str) -> list[dict[str, Any]]:
         return list(await self._db.read(store_ops.channels, guild_id))

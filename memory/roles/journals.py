@@ -32,7 +32,7 @@ from memory.config import MemoryConfig
 from memory.db.core import Connection, Database
 from memory.db.url import is_postgres_url
 from memory.errors import InvalidInput
-from memory.extract.guards import clean_message
+from memory.extract.guards import clean_line
 from memory.journal import EDITED, Journal, JournalDay, JournalEntry, format_line, parse_line
 from memory.snapshot import RecentJournal
 from memory.store import journal_days as store
@@ -45,11 +45,11 @@ _LINE_OVERHEAD = 54
 
 def render_lines(messages: Sequence[store.DayMessage], clean_max_chars: int) -> list[str]:
     """The journal lines of stored messages, as the pipeline would append them:
-    the text cleaned as for extraction, ``(edited) `` before an edited one,
-    nothing for a message whose text cleans to nothing."""
+    the text cleaned (a long one cut at a word, with "…"), ``(edited) ``
+    before an edited one, nothing for a message whose text cleans to nothing."""
     lines = []
     for m in messages:
-        text = clean_message(m.content, clean_max_chars)
+        text = clean_line(m.content, clean_max_chars)
         if text is None:
             continue
         if m.edited:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from memory.clock import Clock, iso
 from memory.config import IngestConfig
 from memory.db.core import Connection, Database
-from memory.extract.guards import clean_message, is_grounded
+from memory.extract.guards import clean_line, clean_message, is_grounded
 from memory.ingest.queue import IngestQueue
 from memory.journal import DELETED, EDITED, Journal
 from memory.models import IncomingMessage, StoredMessage
@@ -387,14 +387,15 @@ class MessageLifecycle:
         """Journal lines of ``messages`` become ``[deleted]`` (``new_text``
         None) or the edited text; a line holds the text as the pipeline
         cleaned it."""
-        new = None if new_text is None else self._clean(new_text)
+        new = None if new_text is None else self._line(new_text)
         content = DELETED if new is None else EDITED + new
         lines = [
             (
                 m.created_at,
                 m.author_id,
                 m.channel_id,
-                [t for t in (self._clean(m.content), new) if t is not None],
+                # A line written before lines were cut at a word holds the plain cut.
+                [t for t in (self._line(m.content), self._clean(m.content), new) if t is not None],
             )
             for m in messages
         ]
@@ -402,3 +403,7 @@ class MessageLifecycle:
 
     def _clean(self, text: str) -> str | None:
         return clean_message(text, self._cfg.clean_max_chars)
+
+    def _line(self, text: str) -> str | None:
+        """The text of a journal line (``clean_line``)."""
+        return clean_line(text, self._cfg.clean_max_chars)

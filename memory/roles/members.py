@@ -125,6 +125,10 @@ class MemberData:
         self._db = db
         self._clock = clock
 
+    async def known(self, guild_id: str, user_id: str) -> bool:
+        """Whether the guild holds anything of the member (a forget would erase something)."""
+        return bool(await self._db.read(store_members.is_known, guild_id, user_id))
+
     # -- what they see --------------------------------------------------------------------
     async def about(
         self, guild_id: str, user_id: str, visible_channels: set[str] | None

@@ -22,6 +22,7 @@ from memory.db.core import Connection
 from memory.errors import InvalidInput
 from memory.store.fact_time import observe
 from memory.store.facts import add_history, delete_fact, get_fact, upsert_fact
+from memory.store.usage import count
 from memory.store.vectors import delete_fact_vectors_index, index_fact_vector_if_present
 
 INSIGHT_CONFIDENCE = 0.4
@@ -367,6 +368,7 @@ class RunWriter:
                 (self.now, drop.id),
             )
             delete_fact_vectors_index(con, [drop.id])
+            count(con, self.guild_id, self.now, "facts_archived")
             self._history(
                 drop.id, "merge", f"{action.reason}: merged into fact {keep.id}", keep.id, keep.fact
             )
@@ -379,6 +381,7 @@ class RunWriter:
                 "UPDATE memory_facts SET valid_to = ?, updated_at = ? WHERE id = ?",
                 (closed_at, self.now, drop.id),
             )
+            count(con, self.guild_id, self.now, "facts_superseded")
             self._history(
                 drop.id,
                 "supersede",

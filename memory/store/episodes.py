@@ -174,6 +174,7 @@ def insert_episode(
         last.id,
         f"episode of {len(messages)} messages ({method})",
         now=now,
+        counted_on=last.created_at,
     )
     return get_fact(con, guild_id, fact_id)  # type: ignore[return-value]
 

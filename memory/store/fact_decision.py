@@ -12,6 +12,7 @@ from memory.decision import CurrentFact, Decision, decide
 from memory.models import Fact
 from memory.store.fact_time import message_time, observe
 from memory.store.facts import add_history, get_fact, upsert_fact
+from memory.store.usage import count
 from memory.store.vectors import delete_fact_vectors_index
 
 
@@ -186,6 +187,7 @@ def _supersede(
     if old is None or old.id == fact.id:
         return
     _close(con, old.id, seen, now)
+    count(con, new.guild_id, seen, "facts_superseded")
     add_history(
         con,
         new.guild_id,

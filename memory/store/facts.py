@@ -19,6 +19,7 @@ from memory.store.fts import FtsQuery, best_ranked
 from memory.store.messages import erase_messages
 from memory.store.reply_context import erase_refs, fact_refs
 from memory.store.review import forget_member as forget_review_items
+from memory.store.usage import count
 from memory.store.vectors import (
     delete_fact_vectors_index,
     index_fact_vector_if_present,
@@ -30,6 +31,9 @@ FACT_COLUMNS = (
     "confidence, is_active, created_at, updated_at, observed_at, last_observed_at, "
     "valid_from, valid_to"
 )
+# History events that count in the daily series (a supersede and a merge write
+# two rows, one per fact, and are counted where they happen instead).
+COUNTED_EVENTS = {"add": "facts_added", "archive": "facts_archived", "expire": "facts_archived"}
 
 
 def row_to_fact(row: Any) -> Fact:
@@ -106,7 +110,17 @@ def upsert_fact(
         fact_id = int(cur.lastrowid)
         observe(con, guild_id, fact_id, source_message_id, seen)
         add_history(
-            con, guild_id, fact_id, subject, "add", None, fact, actor, source_message_id, now=now
+            con,
+            guild_id,
+            fact_id,
+            subject,
+            "add",
+            None,
+            fact,
+            actor,
+            source_message_id,
+            now=now,
+            counted_on=seen,
         )
         return UpsertResult(get_fact(con, guild_id, fact_id), "add", True)  # type: ignore[arg-type]
     prev = row_to_fact(old)
@@ -151,9 +165,12 @@ def add_history(
     *,
     now: str,
     linked_fact_id: int | None = None,
+    counted_on: str | None = None,
 ) -> None:
     """One history row; ``linked_fact_id`` names the other fact of the change
-    (a supersede's old or new fact)."""
+    (a supersede's old or new fact). An add or an archive also counts in the
+    daily series, on the day of ``counted_on`` (the source message's time;
+    None: ``now``)."""
     con.execute(
         "INSERT INTO fact_history (guild_id, fact_id, subject, event, old_text, new_text, actor, "
         "source_message_id, reason, created_at, linked_fact_id) "
@@ -172,6 +189,9 @@ def add_history(
             linked_fact_id,
         ),
     )
+    series = COUNTED_EVENTS.get(event)
+    if series is not None:
+        count(con, guild_id, counted_on or now, series)
 
 
 def get_fact(con: Connection, guild_id: str, fact_id: int) -> Fact | None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from memory.db.core import Connection
 from memory.db.sql import chunks, marks
-from memory.models import Fact, HistoryEntry, StoredMessage
+from memory.models import Fact, HistoryEntry, MemberPage, MemberSummary, StoredMessage
 from memory.store.facts import FACT_COLUMNS, row_to_fact
 from memory.store.messages import MESSAGE_COLUMNS, row_to_message
 
@@ -20,6 +20,76 @@ def facts_about(con: Connection, guild_id: str, user_id: str, limit: int) -> lis
         (guild_id, user_id, limit),
     ).fetchall()
     return [row_to_fact(r) for r in rows]
+
+
+def is_known(con: Connection, guild_id: str, user_id: str) -> bool:
+    """Whether the guild holds anything of the member: a member row, facts
+    about them, their messages or a fact waiting for their consent."""
+    row = con.execute(
+        "SELECT EXISTS (SELECT 1 FROM members WHERE guild_id = ? AND user_id = ?) "
+        "OR EXISTS (SELECT 1 FROM memory_facts WHERE guild_id = ? AND subject = ?) "
+        "OR EXISTS (SELECT 1 FROM messages WHERE guild_id = ? AND author_id = ?) "
+        "OR EXISTS (SELECT 1 FROM consent_queue WHERE guild_id = ? AND user_id = ?)",
+        (guild_id, user_id) * 4,
+    ).fetchone()
+    return bool(row[0])
+
+
+MEMBER_SORTS = {
+    "facts": "facts DESC, lower(u.display_name), u.user_id",
+    "name": "lower(u.display_name), u.user_id",
+    "messages": "messages DESC, lower(u.display_name), u.user_id",
+    # coalesce: the two engines put NULLs at opposite ends.
+    "last": "coalesce(m.last_at, '') DESC, lower(u.display_name), u.user_id",
+}
+
+
+def member_page(
+    con: Connection,
+    guild_id: str,
+    *,
+    search: str = "",
+    with_facts_only: bool = True,
+    sort: str = "facts",
+    offset: int = 0,
+    limit: int = 25,
+) -> MemberPage:
+    """A page of the guild's members with their counts, filtered by a part
+    of their name or id (``search``), and — ``with_facts_only`` — only those
+    with active facts; ``sort`` is a key of ``MEMBER_SORTS``."""
+    where = ["u.guild_id = ?"]
+    args: list[object] = [guild_id, guild_id, guild_id]
+    needle = search.strip().lower()
+    if needle:
+        where.append("(instr(lower(u.display_name), ?) > 0 OR instr(u.user_id, ?) > 0)")
+        args += [needle, needle]
+    base = (
+        "FROM members u "
+        "LEFT JOIN (SELECT subject, count(*) AS n FROM memory_facts "
+        "  WHERE guild_id = ? AND is_active = 1 GROUP BY subject) f ON f.subject = u.user_id "
+        "LEFT JOIN (SELECT author_id, count(*) AS n, max(created_at) AS last_at FROM messages "
+        "  WHERE guild_id = ? GROUP BY author_id) m ON m.author_id = u.user_id "
+        f"WHERE {' AND '.join(where)}"
+    )
+    counts = con.execute(
+        f"SELECT count(*), sum(CASE WHEN coalesce(f.n, 0) = 0 THEN 1 ELSE 0 END) {base}", args
+    ).fetchone()
+    total, without = int(counts[0] or 0), int(counts[1] or 0)
+    shown = " AND coalesce(f.n, 0) > 0" if with_facts_only else ""
+    rows = con.execute(
+        "SELECT u.user_id, u.display_name, coalesce(f.n, 0) AS facts, "
+        f"coalesce(m.n, 0) AS messages, m.last_at {base}{shown} "
+        f"ORDER BY {MEMBER_SORTS[sort]} LIMIT ? OFFSET ?",
+        [*args, limit, offset],
+    ).fetchall()
+    return MemberPage(
+        tuple(
+            MemberSummary(str(r[0]), str(r[1]), int(r[2]), int(r[3]), r[4] and str(r[4]))
+            for r in rows
+        ),
+        total,
+        without,
+    )
 
 
 def message_counts(con: Connection, guild_id: str, user_id: str) -> dict[str, int]:

@@ -16,6 +16,7 @@ from memory.db.sql import chunks, dialect_of, marks, rows_in
 from memory.models import FailedMessage, IncomingMessage, StoredMessage
 from memory.store.journal_days import mark_dirty, mark_dirty_where
 from memory.store.reply_context import erase_refs, message_refs
+from memory.store.usage import count, count_messages
 from memory.store.vectors import delete_message_vectors_index
 
 # Rows in one multi-row INSERT on PostgreSQL (12 values each for messages).
@@ -84,6 +85,8 @@ def insert_messages(
     if not rows:
         return out
     mark_dirty(con, [r[6] for r in rows])
+    # The daily series count each message on its own day, in this transaction.
+    count_messages(con, [(r[1], r[6]) for r in rows], received_at)
     if dialect_of(con) == "postgresql":
         _insert_rows_pg(con, rows, received_at)
         return out
@@ -250,6 +253,9 @@ def record_failure(
         "journaled = max(journaled, ?) WHERE id = ?",
         (state, reason[:500], processed_at, retry_at, int(journaled), message_id),
     )
+    if state == "failed":
+        row = con.execute("SELECT guild_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+        count(con, row[0] if row else None, processed_at, "messages_failed")
 
 
 def due_retries(

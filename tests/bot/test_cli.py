@@ -130,7 +130,7 @@ def test_search_no_hits_and_unknown_guild(data: Path, capsys: pytest.CaptureFixt
     code, out, _ = _run(capsys, "search", "zzqxv", "--guild", GUILD, "--data-dir", str(data))
     assert code == 0 and "no hits" in out
     code, _, err = _run(capsys, "search", "greek", "--guild", "999", "--data-dir", str(data))
-    assert code == 0 and "no guild 999" in err and GUILD in err
+    assert code == 1 and "no guild 999" in err and GUILD in err
 
 
 def test_search_refuses_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -146,3 +146,36 @@ async def test_upgrade_to_fact_time_backfills_from_source_messages(
     # The current facts are found as before.
     hits = await mem.search(GUILD, "clocks", scope="all")
     assert {h.kind for h in hits} == {"fact", "message"}
+
+
+@pytest.mark.sqlite_only("an upgrade of a SQLite file from an older schema")
+async def test_upgrade_to_daily_series_starts_them_from_what_is_stored(
+    tmp_path: Path, make_memory: Any
+) -> None:
+    from datetime import date
+
+    data = tmp_path / "d"
+    data.mkdir()
+    con = sqlite.connect(data / "guildlore.sqlite3")
+    migrate(con, upto="m019_journal_days")
+    for i, day in enumerate(("2024-02-03", "2024-02-03", "2024-02-05", "not a time")):
+        con.execute(
+            "INSERT INTO messages (id, guild_id, channel_id, author_id, author_name, content, "
+            "created_at, source, state, journaled, received_at) VALUES "
+            "(?, ?, '2', '3', 'Old Timer', 'hello there', ?, 'import', 'done', 1, "
+            "'2026-01-01T00:00:00.000Z')",
+            (str(i), GUILD, day if day == "not a time" else f"{day}T04:05:06.000Z"),
+        )
+    con.execute(
+        "INSERT INTO memory_facts (guild_id, subject, fact, fact_type, confidence, created_at, "
+        "updated_at, observed_at) VALUES (?, '3', 'Old Timer restores old clocks.', 'other', "
+        "0.7, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '2024-02-05T00:00:00.000Z')",
+        (GUILD,),
+    )
+    con.close()
+    mem = await make_memory(data_dir=data, embeddings="none")
+    w = await mem.usage.window(GUILD, 7, date(2024, 2, 7))
+    by_day = dict(zip(w.days, w.series["messages"], strict=True))
+    assert (by_day["2024-02-03"], by_day["2024-02-05"]) == (2, 1)
+    assert w.total("messages") == 3 and w.total("facts_added") == 1
+    assert w.series["facts_added"][w.days.index("2024-02-05")] == 1

@@ -21,6 +21,7 @@ from memory.db.postgres.schema import (
     p002_bm25,
     p004_token_chars,
     p007_review_queue,
+    p009_usage,
 )
 from memory.db.sqlite.schema import (
     m018_job_leases,
@@ -44,6 +45,7 @@ PG_MIGRATIONS: list[Migration] = [
     ("p006_budget_order", m020_budget_order.apply),
     ("p007_review_queue", p007_review_queue.apply),
     ("p008_trust", m023_trust.apply),
+    ("p009_usage", p009_usage.apply),
 ]
 
 # pg_advisory_xact_lock key held by every migration transaction ("guildlor").

@@ -38,6 +38,7 @@ from memory.db.sqlite.schema import (
     m021_review_queue,
     m022_journal_owed,
     m023_trust,
+    m024_usage,
 )
 from memory.errors import MigrationError
 
@@ -70,6 +71,7 @@ MIGRATIONS: list[Migration] = [
     ("m021_review_queue", m021_review_queue.apply),
     ("m022_journal_owed", m022_journal_owed.apply),
     ("m023_trust", m023_trust.apply),
+    ("m024_usage", m024_usage.apply),
 ]
 
 
