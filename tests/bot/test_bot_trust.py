@@ -223,6 +223,35 @@ async def test_a_members_corrections_of_others_are_capped(harness: Harness) -> N
     assert [(e.detail or {}).get("text") for e in logged] == ["Bob hates water."]
 
 
+async def test_this_is_wrong_on_someone_elses_fact_waits_for_review_when_it_is_on(
+    harness: Harness,
+) -> None:
+    h = harness
+    gid = str(h.guild.id)
+    await h.say("I love chess.", member=h.bob)
+    await h.settle()
+    h.fake.script_chat(
+        ToolCalls.one("memory_query", {"query": "chess", "about": [h.bob.display_name]}),
+        reply_json("Bob loves chess [M1]."),
+    )
+    await h.say(f"{h.mention} what does {h.bob.display_name} love?")
+    (reply,) = h.sent()
+    await h.memory.guilds.set_setting(gid, "review_policy", "flagged")
+    view = (await why_reply_card(h.memory, h.guild, h.alice, reply)).view
+    assert isinstance(view, WhyView) and len(view.facts) == 1
+    (chess,) = view.facts
+    answer = await view.correct(chess, "Bob loves blitz chess.")
+    assert answer.startswith("That memory is not about you, so the moderators decide")
+    # Nothing changed yet: the fact stands until a moderator approves.
+    assert chess.fact_id is not None
+    still = await h.memory.facts.get(gid, chess.fact_id)
+    assert still is not None and still.fact == chess.text and still.valid_to is None
+    waiting = await h.memory.review.pending(gid)
+    assert [(i.kind, i.fact, i.target_fact_id) for i in waiting] == [
+        ("correction", "Bob loves blitz chess.", chess.fact_id)
+    ]
+
+
 async def test_cited_memories_link_their_sources_in_a_footer(harness: Harness) -> None:
     h = harness
     await h.say("I love hiking in the Alps.")
