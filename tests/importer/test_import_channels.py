@@ -18,7 +18,7 @@ from bot.cli import main as cli_main
 from memory.db.sqlite import driver as sqlite
 from memory.importer.reader import iter_export, read_header
 
-DUMP = Path(__file__).resolve().parent / "data" / "api_dump"
+DUMP = Path(__file__).resolve().parents[1] / "data" / "api_dump"
 GUILD = "1200000000000000001"
 FORUM = "1200000000000000100"
 

@@ -17,7 +17,7 @@ from memory.db.sqlite.migrations import migrate
 from tests.cli_runs import IMPORT, assert_like_clean, clean, duplicates, guildlore
 from tests.helpers import REAL_EXPORT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 __all__ = ["clean"]  # the fixture: a clean import of the export, the reference
 
 

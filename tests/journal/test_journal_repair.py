@@ -24,7 +24,7 @@ from memory.journal import Journal, format_line, parse_line
 from tests.helpers import CHANNEL, GUILD, msg
 from tests.tmpfs import fill, tmpfs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DAY = "2024-01-01"
 
 

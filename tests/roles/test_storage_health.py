@@ -25,7 +25,7 @@ from tests.cli_runs import IMPORT, guildlore
 from tests.helpers import msg
 from tests.tmpfs import fill, tmpfs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 Client = TestClient[web.Request, web.Application]
 PAGE = 4096
 
