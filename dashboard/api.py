@@ -184,7 +184,8 @@ async def metrics(request: web.Request) -> web.Response:
     mem = context.memory_of(request)
     ctx = await context.health_context(request)
     # Per-guild figures need the database; while it is away, the rest still answers.
-    reachable = ctx["database_connection"].get("reachable", True)
+    connection = ctx["database_connection"]
+    reachable = connection.get("reachable", True) and not connection.get("failure")
     text = render_metrics(
         mem.admin.counters(),
         ctx,

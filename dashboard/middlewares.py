@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from yarl import URL
 
-from memory import InvalidInput, disk_problem
+from memory import DatabaseUnavailable, InvalidInput, disk_problem
 
 from . import render, security
 from .config import is_loopback
@@ -75,6 +75,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await render.error(request, 400, "the connection was lost mid-request")
     except asyncio.CancelledError:
         raise
+    except DatabaseUnavailable as exc:
+        # The process gave up on its database (damaged, or away past the
+        # limit): not a bug; the health page says more, the process exits.
+        what = "away" if exc.unreachable else "a damaged database file"
+        text = f"the dashboard cannot read memory ({what}): {exc}"
+        log.error("dashboard: %s %s failed: %s", request.method, request.path, text)
+        return await render.error(request, 503, text)
     except Exception as exc:
         problem = disk_problem(exc)
         if problem is not None:

@@ -290,7 +290,14 @@ class AdminOps:
                 warnings.append(f"the database cannot be read: {problem.describe()}")
             database = self.database()
         if counts is None:
-            return self._database_away(database)
+            away = self._database_away(database)
+            # The file's own checks need no connection, and they are what an
+            # operator needs most when the database was given up on.
+            lost = None if self._storage is None else await self._storage.report()
+            if lost is not None:
+                away["storage"] = lost.as_dict()
+                away["warnings"].extend(lost.warnings)
+            return away
         if counts["facts_fts_rows"] != counts["facts_total"]:
             warnings.append(
                 f"fact FTS rows ({counts['facts_fts_rows']}) != facts ({counts['facts_total']})"

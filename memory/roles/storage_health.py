@@ -28,6 +28,7 @@ from memory.clock import Clock, iso
 from memory.db.core import Database
 from memory.db.sqlite.integrity import file_identity, quick_check
 from memory.disk import disk_problem
+from memory.errors import DatabaseUnavailable
 from memory.roles.journal_owed import OwedJournal
 
 FileState = Literal["ok", "replaced", "deleted"]
@@ -88,6 +89,8 @@ class StorageHealth:
     async def report(self) -> StorageReport:
         try:
             owed: int | None = await self._owed.count()
+        except DatabaseUnavailable:
+            owed = None  # away or given up on: health says so beside this
         except Exception as exc:
             if disk_problem(exc) is None:
                 raise

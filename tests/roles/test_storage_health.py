@@ -91,8 +91,12 @@ async def test_health_sees_damaged_replaced_and_deleted_files(
     assert body["healthy"] is False
     assert body["storage"]["quick_check"] != ["ok"]
     assert any("quick_check found the database file damaged" in w for w in body["warnings"])
-    # Pages that need the damaged file answer one line, not a traceback.
+    # Metrics still answer (a monitor must see the damage); pages that need
+    # the damaged file answer one line, not a traceback.
     r = await client.get("/metrics")
+    assert r.status == 200
+    assert "guildlore_database_file_ok 0" in await r.text()
+    r = await client.get("/api/guilds")
     assert r.status == 503
     assert "damaged database file" in (await r.json())["error"]
 
