@@ -10,7 +10,7 @@
 set -eu
 
 # Every guildlore subcommand (bot/cli.py's COMMANDS; a test keeps them equal).
-GUILDLORE_COMMANDS="run dashboard demo import search forget purge-guild snapshot reindex consolidate retry bench migrate-db doctor"
+GUILDLORE_COMMANDS="run dashboard demo import search forget receipt purge-guild snapshot reindex consolidate retry bench migrate-db doctor"
 
 fail() {
     echo "guildlore-entrypoint: $*" >&2

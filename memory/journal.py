@@ -46,6 +46,9 @@ logger = logging.getLogger(__name__)
 REDACTED = "[redacted]"
 DELETED = "[deleted]"
 EDITED = "(edited) "
+# The line of a message withheld while its author decides about a sensitive
+# fact in it (its text is not in ``messages`` meanwhile).
+HELD_LINE = "[withheld until its author answers a consent question]"
 # Messages rewritten recently (deleted or edited), so a line appended for one
 # after its rewrite (it was still queued) carries the rewritten text.
 _REWRITES_KEPT = 20_000

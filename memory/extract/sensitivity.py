@@ -63,7 +63,8 @@ _WORDS: dict[str, tuple[str, ...]] = {
     "sexuality": (
         "gay", "lesbian", "bisexual", "pansexual", "asexual", "queer", "homosexual",
         "heterosexual", "transgender", "trans woman", "trans man", "nonbinary", "non binary",
-        "genderqueer", "lgbt", "lgbtq", "came out", "coming out", "sexual orientation",
+        "genderqueer", "lgbt", "lgbtq", "came out as", "coming out as", "come out as",
+        "came out to my", "coming out to my", "sexual orientation",
         "schwul", "lesbisch",
     ),
     "religion": (
@@ -104,7 +105,10 @@ _WORDS: dict[str, tuple[str, ...]] = {
         "phone number", "mobile number", "cell number", "email address", "e mail address",
         "whatsapp", "telegram", "signal number", "snapchat", "home phone",
     ),
-    "age": ("years old", "year old", "birthday", "born on", "date of birth"),
+    # Not "birthday": a party or a present is not an age, and with the
+    # guild asking for consent a flagged message waits (and is deleted if
+    # unanswered), so a loose word here hides ordinary talk.
+    "age": ("years old", "year old", "born on", "date of birth"),
 }  # fmt: skip
 
 

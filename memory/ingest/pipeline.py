@@ -53,7 +53,7 @@ from memory.ingest.llm_decision import LLMDecider
 from memory.ingest.retry import RetryPolicy, quarantine
 from memory.ingest.review_gate import ReviewGate
 from memory.ingest.stats import PipelineStats
-from memory.journal import EDITED, Journal
+from memory.journal import EDITED, HELD_LINE, Journal
 from memory.llm import TokenTally, counting_tokens
 from memory.models import Candidate, Fact
 from memory.store import fact_decision
@@ -65,10 +65,6 @@ from memory.usage.recorder import UsageRecorder, safe_reason
 from memory.usage.series import Outcome
 
 log = logging.getLogger(__name__)
-
-# The journal line of a message withheld while its author decides about a
-# sensitive fact in it.
-HELD_LINE = "[withheld until its author answers a consent question]"
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,14 @@ import asyncio
 import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
-from memory.db.core import Database
+from memory.db.core import Connection, Database
 from memory.disk import TroubleLog, disk_problem
-from memory.extract.guards import clean_message
+from memory.extract.guards import clean_line
 from memory.file_writes import remove_leftovers
-from memory.journal import EDITED, Journal
+from memory.journal import EDITED, HELD_LINE, Journal
+from memory.store import held_messages as store_held
 from memory.store import journal_owed as store
 from memory.store import messages as store_messages
 
@@ -149,9 +151,13 @@ class OwedJournal:
             if not owed:
                 break
             after = owed[-1].seq
+            # A message withheld with a pending sensitive fact has no text in
+            # ``messages``: its line says so, as the pipeline's would have.
+            emptied = [m for m in owed if not m.content and m.guild_id]
+            held = await self._db.read(_held_of, emptied) if emptied else set()
             lines = []
             for m in owed:
-                text = clean_message(m.content, self._clean_max_chars)
+                text = HELD_LINE if m.id in held else clean_line(m.content, self._clean_max_chars)
                 if text is None:  # nothing to show (a changed cleaning limit)
                     continue
                 lines.append(
@@ -188,3 +194,11 @@ class OwedJournal:
             log.error("%s failed: %s; the lines stay owed", what, exc)
             return
         self._trouble.failed(what, problem, "the lines stay owed and are written later")
+
+
+def _held_of(con: Connection, messages: list[Any]) -> set[str]:
+    """The ids among ``messages`` withheld while their author decides."""
+    out: set[str] = set()
+    for guild in {m.guild_id for m in messages}:
+        out |= store_held.held_among(con, guild, [m.id for m in messages if m.guild_id == guild])
+    return out

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from memory.clock import Clock, iso
 from memory.config import UsageConfig
 from memory.db.core import Connection, Database
+from memory.disk import disk_problem
+from memory.errors import DatabaseUnavailable
 from memory.models import RequestLogEntry
 from memory.store import usage as store
 from memory.usage.series import (
@@ -82,6 +84,7 @@ class UsageRecorder:
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one flush at a time
         self.stats = RecorderStats()
+        self._waiting = False  # a flush failed for the disk or database: said once
 
     # -- counting (synchronous, cheap) -------------------------------------------------
     def add(self, guild_id: str | None, metric: str, n: float = 1.0) -> None:
@@ -204,7 +207,14 @@ class UsageRecorder:
                 folded = await self._db.write(work)
             except Exception as exc:
                 self.stats.errors += 1
-                log.warning("usage: could not write the series and request log: %s", exc)
+                if disk_problem(exc) is not None or isinstance(exc, DatabaseUnavailable):
+                    # The disk or the database: said in one line where the work
+                    # itself fails; the counts wait in the buffer, said here once.
+                    if not self._waiting:
+                        log.info("usage: the series and request log wait: %s", exc)
+                    self._waiting = True
+                else:
+                    log.warning("usage: could not write the series and request log: %s", exc)
                 for key, v in deltas.items():
                     self._deltas[key] = self._deltas.get(key, 0.0) + v
                 self._requests[:0] = rows
@@ -213,6 +223,7 @@ class UsageRecorder:
                     del self._requests[:overflow]
                     self.stats.dropped += overflow
                 return 0
+            self._waiting = False
             self.stats.flushes += 1
             self.stats.requests_written += len(rows)
             self.stats.folded += folded

@@ -221,6 +221,7 @@ def test_every_setting_is_in_exactly_one_group() -> None:
         "Replies",
         "Voice",
         "Privacy and retention",
+        "Moderator review and limits",
         "Budgets and expiry",
     ]
 

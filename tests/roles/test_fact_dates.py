@@ -72,7 +72,9 @@ async def test_an_imported_fact_shows_its_messages_date_everywhere(
 
     # About-me and the member export.
     record = await mem.members.about(GUILD, AUTHOR, None)
-    assert f"said {SAID}" in about_me_text(record) and "2026-11-29" not in about_me_text(record)
+    # About-me says the day in words: "— 12 October 2023".
+    about = about_me_text(record)
+    assert "12 October 2023" in about and "2026" not in about.split("\n", 2)[1], about
     export = await mem.members.export(GUILD, AUTHOR, None)
     assert json.loads(export_json(export))["facts"][0]["said_at"].startswith(SAID)
     assert f"said {SAID}" in export_markdown(export)

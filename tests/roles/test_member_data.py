@@ -35,7 +35,8 @@ async def test_a_fact_about_a_member_from_someone_elses_message_quotes_nothing(
     assert (None, None) in by_source.values()
     export = await mem.members.export(GUILD, ALICE, None)
     document = export_json(export)
-    assert told.id not in document and document.count("fears deep water") == 1  # the fact only
+    # The fact and its history's text ("add": the same words), never a quote.
+    assert told.id not in document and document.count("fears deep water") == 2
     assert [m.id for m in export.messages] == [own.id]
     assert record.message_counts == {own.channel_id: 1}
 

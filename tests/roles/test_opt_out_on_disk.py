@@ -87,15 +87,27 @@ async def test_forgotten_and_opted_out_leaves_no_new_row_anywhere(harness: Harne
 
     # She asks the bot: it answers, and keeps nothing of her words — new rows
     # are only the bot's own: its content-free ``reply`` entry, the traces of
-    # the memories it used (other members' facts, none of her words) and the
-    # memory revision the channel's reply saw.
+    # the memories it used (other members' facts, none of her words), the
+    # memory revision the channel's reply saw, and the operator's count of
+    # the reply (the request log's row and the day's series: time, model,
+    # tokens, outcome; no member, no text).
     h.fake.script_chat(reply_json("Hello!"))
     await h.say(f"{h.mention} hello, my secret word is {_marker(AFTER)}")
     assert [m.content for m in h.sent()] == ["Hello!"]
     await h.settle()
     replied = _all_rows(h)
     grown = {t for t, rows in replied.items() if rows != after.get(t, [])}
-    assert grown <= {"action_log", "memory_traces", "channel_revisions"}, grown
+    assert grown <= {
+        "action_log",
+        "memory_traces",
+        "channel_revisions",
+        "request_log",
+        "usage_daily",
+        "usage_delta",
+    }, grown
+    for table in ("request_log", "usage_daily", "usage_delta"):
+        added = [r for r in replied.get(table, []) if r not in after.get(table, [])]
+        assert uid not in repr(added), (table, added)
     new_logs = [r for r in replied["action_log"] if r not in after["action_log"]]
     assert sorted(r[3] for r in new_logs) == ["'memory_trace'", "'reply'"], new_logs
     assert _marker(AFTER) not in repr(replied) and "rowing" not in repr(replied)

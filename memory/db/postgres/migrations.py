@@ -21,13 +21,13 @@ from memory.db.postgres.schema import (
     p002_bm25,
     p004_token_chars,
     p007_review_queue,
+    p008_trust,
     p009_usage,
 )
 from memory.db.sqlite.schema import (
     m018_job_leases,
     m019_journal_days,
     m020_budget_order,
-    m023_trust,
 )
 from memory.errors import MigrationError
 
@@ -44,7 +44,7 @@ PG_MIGRATIONS: list[Migration] = [
     ("p005_journal_days", m019_journal_days.apply),
     ("p006_budget_order", m020_budget_order.apply),
     ("p007_review_queue", p007_review_queue.apply),
-    ("p008_trust", m023_trust.apply),
+    ("p008_trust", p008_trust.apply),
     ("p009_usage", p009_usage.apply),
 ]
 

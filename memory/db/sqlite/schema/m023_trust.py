@@ -1,7 +1,7 @@
 """Migration m023: members in control (issue 31) — memory opt-outs, deletion
 receipts, the per-author daily write caps, and messages withheld while their
 author decides about a sensitive fact. Portable SQL: the same step runs on
-PostgreSQL (``p008_trust``). Shipped: never edit, add a new migration instead."""
+PostgreSQL (``p008_trust``, with BIGINT for INTEGER). Shipped: never edit, add a new migration instead."""
 
 from __future__ import annotations
 
