@@ -62,6 +62,7 @@ from memory.retrieval.facts import FactSearch
 from memory.retrieval.filters import FactFilter
 from memory.retrieval.message_text import TextReadings
 from memory.retrieval.messages import MessageSearch
+from memory.retrieval.newer_first import facts_among_messages, facts_to_place
 from memory.retrieval.part_fusion import fuse_parts
 from memory.retrieval.query import MAX_QUERY_CHARS, QueryPlan
 from memory.retrieval.related import slice_related
@@ -72,6 +73,7 @@ from memory.retrieval.scoring import (
     ScoringWeights,
 )
 from memory.retrieval.vector_index import VectorIndex
+from memory.store.members import authors_of
 from memory.text import tokens
 
 
@@ -310,7 +312,22 @@ class Retriever:
                 t.cancel()
         hits = [h for part in found for h in part]
         hits.sort(key=lambda h: -h.score)
+        if len(found) > 1:
+            hits = await self._facts_among_messages(guild_id, plan, hits)
         return hits
+
+    async def _facts_among_messages(
+        self, guild_id: str, plan: QueryPlan, hits: list[Hit]
+    ) -> list[Hit]:
+        """Merged ``hits`` with a member's newer message ahead of an older
+        fact saying the same thing (``memory.retrieval.newer_first``): the
+        authors of the facts' sources are read only when a fact can take part."""
+        rule = self.ctx.tuning.newer_first
+        sources = facts_to_place(hits, plan.content, rule)
+        if not sources:
+            return hits
+        authors = await self.ctx.db.read(authors_of, guild_id, sources)
+        return facts_among_messages(hits, plan.content, authors, rule)
 
     async def build_prompt_slice(
         self,
