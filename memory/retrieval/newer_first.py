@@ -40,6 +40,10 @@ pre-approved for $400,000?") and stays a message; without this the stale
 fact outranks the update (LongMemEval dev oracle: one knowledge update of 11).
 Two facts never link (the write decision already supersedes an older fact by
 a newer one), nor do two messages there (the message search ordered those).
+A question asking *when* ("When did Melanie sign up for a pottery class?")
+wants the telling of the event, which is often the fact, not a later
+mention of it: there a fact keeps its place (LoCoMo dev lost 0.5 points of
+recall@5 on five such questions otherwise).
 """
 
 from __future__ import annotations
@@ -128,6 +132,13 @@ def newer_first(
     return _regroup(out, lead, said, authors, rule, lambda a, b: True)
 
 
+def asks_when(query: str) -> bool:
+    """Whether ``query`` asks when something happened ("When did …?", "when
+    was …"): its answer is the first telling of the event."""
+    words = compact_tokens(compact(query))
+    return bool(words) and words[0] == "when"
+
+
 def facts_to_place(
     hits: Sequence[Hit], query: str, rule: NewerFirstRule = DEFAULT_NEWER_FIRST
 ) -> list[str]:
@@ -135,7 +146,7 @@ def facts_to_place(
     say one of the query's phrases, when a message hit leads beside them: the
     messages whose authors ``facts_among_messages`` needs (none: nothing to
     place, no author to read)."""
-    wanted = phrases(query) if rule.enabled else frozenset()
+    wanted = phrases(query) if rule.enabled and not asks_when(query) else frozenset()
     lead = hits[: max(0, rule.window)]
     if not wanted or not any(h.kind == "message" for h in lead):
         return []
@@ -162,7 +173,7 @@ def facts_among_messages(
     ordered by the message search (over its own leading hits), and a newer
     fact already superseded an older one at the write decision."""
     out = list(hits)
-    wanted = phrases(query) if rule.enabled else frozenset()
+    wanted = phrases(query) if rule.enabled and not asks_when(query) else frozenset()
     if not wanted or len(out) < 2:
         return out
     lead = out[: max(0, rule.window)]

@@ -13,6 +13,7 @@ from typing import Any
 from memory.models import Hit
 from memory.retrieval.newer_first import (
     NewerFirstRule,
+    asks_when,
     facts_among_messages,
     facts_to_place,
 )
@@ -84,6 +85,21 @@ def test_what_does_not_restate_a_fact_leaves_it_in_place() -> None:
     assert after(older, _message(2, "My mortgage broker called.", JUN, score=0.5)) == ["f1", "m2"]
     # Switched off.
     assert after(older, newer, rule=NewerFirstRule(enabled=False)) == ["f1", "m2"]
+
+
+def test_a_question_asking_when_keeps_the_fact_of_the_event_first() -> None:
+    # LoCoMo: "When did Melanie sign up for a pottery class?" is answered by
+    # the telling ("I just signed up for a pottery class yesterday", a fact),
+    # not by a later mention ("I made it in pottery class yesterday").
+    query = "When did I get pre-approved for the mortgage from Wells Fargo?"
+    assert asks_when(query) and asks_when("when was it?")
+    assert not asks_when(QUERY) and not asks_when("Whenever I ask, what is it?")
+    fact = _fact(1, OLD_QUOTE, JAN, score=0.7, source="src-old")
+    later = _message(2, NEW_TEXT, JUN, score=0.5)
+    assert facts_to_place([fact, later], query) == []
+    assert _ids(facts_among_messages([fact, later], query, AUTHORS)) == ["f1", "m2"]
+    # The same two hits under a question about the current value.
+    assert _ids(facts_among_messages([fact, later], QUERY, AUTHORS)) == ["m2", "f1"]
 
 
 def test_facts_and_messages_among_themselves_are_left_to_their_own_rules() -> None:
