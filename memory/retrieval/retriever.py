@@ -21,7 +21,9 @@ query mentions (``memory.retrieval.scoring.fuse_message``). Among the leading
 message hits, a member's later restatement of what the query asks takes the
 earlier statement's place and score (``memory.retrieval.newer_first``). Facts
 and messages share the 0..1 scale of ``combined``, so ``scope="all"`` merges
-them by score.
+them by score; there a fact counts as its source message for the same rule
+(its author, when it was said), so a member's later message on the topic goes
+ahead of the fact their earlier statement gave.
 
 A question that combines several things ("... between my visit to the
 dentist and buying the bike?", "What do Kate and Elise both play?") is also
