@@ -21,7 +21,9 @@ query mentions (``memory.retrieval.scoring.fuse_message``). Among the leading
 message hits, a member's later restatement of what the query asks takes the
 earlier statement's place and score (``memory.retrieval.newer_first``). Facts
 and messages share the 0..1 scale of ``combined``, so ``scope="all"`` merges
-them by score.
+them by score; there a fact counts as its source message for the same rule
+(its author, when it was said), so a member's later message on the topic goes
+ahead of the fact their earlier statement gave.
 
 A question that combines several things ("... between my visit to the
 dentist and buying the bike?", "What do Kate and Elise both play?") is also
@@ -62,6 +64,7 @@ from memory.retrieval.facts import FactSearch
 from memory.retrieval.filters import FactFilter
 from memory.retrieval.message_text import TextReadings
 from memory.retrieval.messages import MessageSearch
+from memory.retrieval.newer_first import facts_among_messages, facts_to_place
 from memory.retrieval.part_fusion import fuse_parts
 from memory.retrieval.query import MAX_QUERY_CHARS, QueryPlan
 from memory.retrieval.related import slice_related
@@ -72,6 +75,7 @@ from memory.retrieval.scoring import (
     ScoringWeights,
 )
 from memory.retrieval.vector_index import VectorIndex
+from memory.store.members import authors_of
 from memory.text import tokens
 
 
@@ -310,7 +314,22 @@ class Retriever:
                 t.cancel()
         hits = [h for part in found for h in part]
         hits.sort(key=lambda h: -h.score)
+        if len(found) > 1:
+            hits = await self._facts_among_messages(guild_id, plan, hits)
         return hits
+
+    async def _facts_among_messages(
+        self, guild_id: str, plan: QueryPlan, hits: list[Hit]
+    ) -> list[Hit]:
+        """Merged ``hits`` with a member's newer message ahead of an older
+        fact saying the same thing (``memory.retrieval.newer_first``): the
+        authors of the facts' sources are read only when a fact can take part."""
+        rule = self.ctx.tuning.newer_first
+        sources = facts_to_place(hits, plan.content, rule)
+        if not sources:
+            return hits
+        authors = await self.ctx.db.read(authors_of, guild_id, sources)
+        return facts_among_messages(hits, plan.content, authors, rule)
 
     async def build_prompt_slice(
         self,
