@@ -90,6 +90,7 @@ LAYERS = (
     ("extraction", ("memory/extract/",)),
     ("retrieval", ("memory/retrieval/",)),
     ("embeddings", ("memory/embed/",)),
+    ("usage", ("memory/usage/",)),
     ("the journal and the snapshot", ("memory/journal.py", "memory/snapshot")),
     ("the tables' SQL", ("memory/store/",)),
     ("the database", ("memory/db/",)),
