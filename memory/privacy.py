@@ -225,6 +225,24 @@ def _retention(s: GuildSettings, d: Deployment) -> tuple[str, ...]:
     return tuple(items)
 
 
+def _reviewed(s: GuildSettings) -> tuple[str, ...]:
+    """What the review queue shows moderators, when the server has one on."""
+    if s.review_policy == "off":
+        return ()
+    which = (
+        "Every new memory"
+        if s.review_policy == "all"
+        else "A new memory the bot is unsure of, one that contradicts a pinned fact or "
+        "canon, a correction of someone else's fact, and lore from newer members"
+    )
+    roles = " or a moderator role" if s.review_moderator_roles else ""
+    return (
+        f"{which} waits for a moderator before the bot uses it: moderators (Manage "
+        f"Server{roles}) see it with the message it came from, and approve, edit or "
+        f"reject it; one nobody decides is dropped after {_days(s.review_expire_days)}.",
+    )
+
+
 def _who_sees(s: GuildSettings) -> tuple[str, ...]:
     return (
         "Anyone in the server can ask the bot; its answers use only memory from channels "
@@ -236,6 +254,7 @@ def _who_sees(s: GuildSettings) -> tuple[str, ...]:
         "answers to corrections) is shown to you alone.",
         "Moderators (Manage Server) can change these settings and forget any member or fact.",
         "The bot's operator can see all of the server's memory on the dashboard.",
+        *_reviewed(s),
     )
 
 
@@ -268,6 +287,14 @@ def _sensitive(s: GuildSettings, d: Deployment) -> tuple[str, ...]:
         )
     if s.sensitive_facts == "store":
         return (f"{kinds} are stored like any other fact, without asking (this server's choice).",)
+    if s.sensitive_mode == "review":
+        return (
+            f"{kinds} are not stored until a moderator approves them in the review queue: "
+            "moderators see the fact and the message it came from. The message itself is kept "
+            "like any other message meanwhile (searchable).",
+            "If a moderator rejects the fact, or nobody decides in "
+            f"{_days(s.review_expire_days)}, it is never stored.",
+        )
     reading = (
         f" To find such a fact the message is read by the extraction model at {d.extract_endpoint}."
         if d.extract_endpoint

@@ -64,6 +64,21 @@ async def test_privacy_page_follows_a_setting_change(make_memory: Any, aiohttp_c
     assert "at most 5 facts about other members a day" in html
     assert "<code>/memory opt-out</code>" in html  # commands as code, everything else escaped
 
+    # The review queue: moderators see what waits, and sensitive facts go to them.
+    await mem.guilds.set_setting(GUILD, "review_policy", "flagged")
+    await mem.guilds.set_setting(GUILD, "sensitive_facts", "review")
+    body = await (await client.get("/privacy", params={"guildId": GUILD, "format": "json"})).json()
+    sections = {s["key"]: s["items"] for s in body["sections"]}
+    assert any("waits for a moderator" in i and "dropped after 7 days" in i
+               for i in sections["visibility"])  # fmt: skip
+    assert any("until a moderator approves them" in i for i in sections["sensitive"])
+    assert not any("the bot asks you" in i for i in sections["sensitive"])
+    await mem.guilds.set_setting(GUILD, "review_policy", "off")  # review off: the member is asked
+    body = await (await client.get("/privacy", params={"guildId": GUILD, "format": "json"})).json()
+    sections = {s["key"]: s["items"] for s in body["sections"]}
+    assert not any("moderator" in i and "waits" in i for i in sections["visibility"])
+    assert any("not stored until you agree" in i for i in sections["sensitive"])
+
     # Offline: no endpoint receives anything.
     offline = await _client(mem, aiohttp_client, deployment=Deployment())
     body = await (await offline.get("/privacy", params={"guildId": GUILD, "format": "json"})).json()
