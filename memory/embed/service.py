@@ -242,8 +242,9 @@ class EmbeddingService:
                 except Exception as exc:  # never let one failure stop the worker
                     await self._failed(exc, None, "background")
                     failed = True
-                # A failing endpoint (or database) is not retried in a tight loop.
-                if failed or self._store_failed:
+                if (
+                    failed or self._store_failed
+                ):  # a failing endpoint is not retried in a tight loop
                     self._store_failed = False
                     await asyncio.sleep(1.0)
             # Idle means every vector is written and linked: the last batch's
