@@ -107,8 +107,6 @@ class EmbeddingService:
         # worker (``_store_behind``), and whether one of them failed.
         self._storing: asyncio.Task[None] | None = None
         self._store_failed = False
-        # (model, fact id) → the text hash of a vector computed and not yet written.
-        self._unstored: dict[tuple[str, int], str] = {}
         self._query_cache = QueryCache(QUERY_CACHE_SIZE)
         self._background_pool: ThreadPoolExecutor | None = None
         self.stats = EmbeddingStats()
@@ -272,7 +270,7 @@ class EmbeddingService:
                 by_guild.setdefault(gid, []).append(fid)
             for gid, fids in by_guild.items():
                 try:
-                    batch = await self._embed_fact_batch(gid, fids, behind=True)
+                    batch = await self._embed_fact_batch(gid, fids)
                 except Exception as exc:
                     await self._failed(exc, gid, "facts")
                     failed = True
@@ -305,8 +303,6 @@ class EmbeddingService:
         one's neighbours include every vector written before it, as when
         nothing overlapped; and at most one batch's vectors wait in memory."""
         await self._stores_done()
-        keys = {} if batch is None else {(batch.model, r[0]): r[2] for r in batch.rows}
-        self._unstored.update(keys)
 
         async def store() -> None:
             try:
@@ -317,10 +313,6 @@ class EmbeddingService:
                 await self._failed(exc, guild_id, "facts")
                 self._store_failed = True
                 return
-            finally:
-                for key, text_hash in keys.items():
-                    if self._unstored.get(key) == text_hash:
-                        del self._unstored[key]
             await self._batch_done(guild_id, facts=n, messages=0)
 
         self._storing = asyncio.get_running_loop().create_task(store(), name="embedding-store")
@@ -373,28 +365,17 @@ class EmbeddingService:
         batch = await self._embed_fact_batch(guild_id, fact_ids)
         return 0 if batch is None else await self._store_fact_batch(batch)
 
-    async def _embed_fact_batch(
-        self, guild_id: str, fact_ids: Sequence[int], *, behind: bool = False
-    ) -> _FactBatch | None:
-        """The first half of ``embed_facts``: read the texts, compute the vectors.
-        ``behind``: the worker's batch, read while the batch before may still be
-        unwritten; a fact of that batch whose text is unchanged is not embedded again."""
+    async def _embed_fact_batch(self, guild_id: str, fact_ids: Sequence[int]) -> _FactBatch | None:
+        """The first half of ``embed_facts``: read the texts, compute the vectors."""
         model = self.model_for_guild(guild_id)
         if model is None or not fact_ids:
             return None
         facts = await self.db.read(
             pending_vectors.facts_needing, guild_id, model, list(fact_ids), _fact_text_hash
         )
-        texts = [fact_embedding_text(t, f, e) for _, t, f, e in facts]
-        if behind and self._unstored:
-            kept = [
-                (fact, text)
-                for fact, text in zip(facts, texts, strict=True)
-                if self._unstored.get((model, fact[0])) != content_hash(text)
-            ]
-            facts, texts = [f for f, _ in kept], [t for _, t in kept]
         if not facts:
             return None
+        texts = [fact_embedding_text(t, f, e) for _, t, f, e in facts]
         emb = self.embedder(model)
         vectors = await self._embed(emb, texts)
         rows = [

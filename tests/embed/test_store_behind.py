@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from memory.store.vectors import stored_vectors
-from tests.helpers import CHANNEL, GUILD
+from tests.helpers import GUILD
 from tests.retrieval.test_relations import CLOSE, edges, lore
 
 
@@ -75,27 +75,3 @@ async def test_stop_ends_a_store_that_is_still_running(make_memory: Any) -> None
     assert storing is not None and not storing.done()
     await mem.embeddings.stop()
     assert storing.done() and mem.embeddings._storing is None
-
-
-async def test_a_fact_scheduled_again_before_its_vector_is_written_is_not_embedded_twice(
-    make_memory: Any,
-) -> None:
-    mem = await make_memory()
-    assert await mem.embeddings.settle()
-    holding, release = await _held_first_store(mem)
-    got = await mem.lore.remember(GUILD, CLOSE[0], source_text=CLOSE[0], channel_id=CHANNEL)
-    assert got is not None
-    await asyncio.wait_for(holding.wait(), 30)
-    calls, vectors = mem.embeddings.stats.calls, mem.embeddings.stats.fact_vectors
-    mem.embeddings.schedule_facts([got.fact])  # its text unchanged, its vector unwritten
-    for _ in range(600):
-        if mem.embeddings.backlog == 0:
-            break
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)
-    assert mem.embeddings.stats.calls == calls
-    release.set()
-    assert await mem.embeddings.settle()
-    assert mem.embeddings.stats.fact_vectors == vectors + 1
-    model = mem.embeddings.model_for_guild(GUILD)
-    assert set(await mem.db.read(stored_vectors, "facts", model, [got.fact.id])) == {got.fact.id}
