@@ -18,7 +18,7 @@ import itertools
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -103,10 +103,6 @@ class EmbeddingService:
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
-        # The last fact batch's vector writes and links, running behind the
-        # worker (``_store_behind``), and whether one of them failed.
-        self._storing: asyncio.Task[None] | None = None
-        self._store_failed = False
         self._query_cache = QueryCache(QUERY_CACHE_SIZE)
         self._background_pool: ThreadPoolExecutor | None = None
         self.stats = EmbeddingStats()
@@ -171,11 +167,6 @@ class EmbeddingService:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        storing, self._storing = self._storing, None
-        if storing is not None:  # a batch behind the worker: stopped with it
-            storing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await storing
         await self.activity.flush()
         pool, self._background_pool = self._background_pool, None
         if pool is not None:
@@ -240,16 +231,8 @@ class EmbeddingService:
                 except Exception as exc:  # never let one failure stop the worker
                     await self._failed(exc, None, "background")
                     failed = True
-                if (
-                    failed or self._store_failed
-                ):  # a failing endpoint is not retried in a tight loop
-                    self._store_failed = False
+                if failed:  # a failing endpoint is not retried in a tight loop
                     await asyncio.sleep(1.0)
-            # Idle means every vector is written and linked: the last batch's
-            # store may still be running behind the loop. New work that comes
-            # first is taken at once.
-            if not await self._stored_or_woken():
-                continue
             if not self._pending_facts and not self._pending_messages:
                 self._idle.set()
 
@@ -270,16 +253,12 @@ class EmbeddingService:
                 by_guild.setdefault(gid, []).append(fid)
             for gid, fids in by_guild.items():
                 try:
-                    batch = await self._embed_fact_batch(gid, fids)
+                    n = await self.embed_facts(gid, fids)
                 except Exception as exc:
                     await self._failed(exc, gid, "facts")
                     failed = True
                     continue
-                # Writing and linking this batch runs behind the next batch's
-                # embedding: during an import the model is what the memory
-                # waits for, and the writes' round trips through a busy event
-                # loop and writer would otherwise sit between its runs.
-                await self._store_behind(gid, batch)
+                await self._batch_done(gid, facts=n, messages=0)
         elif self._pending_messages:
             items = list(itertools.islice(self._pending_messages.items(), limit))
             for mid, _ in items:
@@ -296,47 +275,6 @@ class EmbeddingService:
                     continue
                 await self._batch_done(gid, facts=0, messages=n)
         return failed
-
-    async def _store_behind(self, guild_id: str, batch: _FactBatch | None) -> None:
-        """Write and link ``batch`` in the background, once the batch before it
-        is stored: batches are linked in the order they were embedded, so each
-        one's neighbours include every vector written before it, as when
-        nothing overlapped; and at most one batch's vectors wait in memory."""
-        await self._stores_done()
-
-        async def store() -> None:
-            try:
-                n = 0 if batch is None else await self._store_fact_batch(batch)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the ids are left to the next re-index
-                await self._failed(exc, guild_id, "facts")
-                self._store_failed = True
-                return
-            await self._batch_done(guild_id, facts=n, messages=0)
-
-        self._storing = asyncio.get_running_loop().create_task(store(), name="embedding-store")
-
-    async def _stores_done(self) -> None:
-        """Wait until the batches embedded so far are written and linked."""
-        task = self._storing
-        if task is not None:
-            await asyncio.wait([task])
-            if self._storing is task:
-                self._storing = None
-
-    async def _stored_or_woken(self) -> bool:
-        """Wait until the batch being stored is written and linked (True), or
-        until new work is scheduled, whichever comes first (False)."""
-        task = self._storing
-        if task is None or task.done():
-            return True
-        woken = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait([task, woken], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            woken.cancel()
-        return task.done()
 
     async def _embed_facts_without_vectors(self) -> None:
         guild_ids = await self.db.read(store_facts.guilds_with_active_facts)
@@ -360,21 +298,14 @@ class EmbeddingService:
 
     # -- work ----------------------------------------------------------------------------
     async def embed_facts(self, guild_id: str, fact_ids: Sequence[int]) -> int:
-        """Embed the facts among ``fact_ids`` whose vector is missing or stale,
-        write the vectors and link the facts; the number of vectors written."""
-        batch = await self._embed_fact_batch(guild_id, fact_ids)
-        return 0 if batch is None else await self._store_fact_batch(batch)
-
-    async def _embed_fact_batch(self, guild_id: str, fact_ids: Sequence[int]) -> _FactBatch | None:
-        """The first half of ``embed_facts``: read the texts, compute the vectors."""
         model = self.model_for_guild(guild_id)
         if model is None or not fact_ids:
-            return None
+            return 0
         facts = await self.db.read(
             pending_vectors.facts_needing, guild_id, model, list(fact_ids), _fact_text_hash
         )
         if not facts:
-            return None
+            return 0
         texts = [fact_embedding_text(t, f, e) for _, t, f, e in facts]
         emb = self.embedder(model)
         vectors = await self._embed(emb, texts)
@@ -382,22 +313,15 @@ class EmbeddingService:
             (fid, guild_id, content_hash(text), vector_to_blob(vec))
             for (fid, _, _, _), text, vec in zip(facts, texts, vectors, strict=True)
         ]
-        return _FactBatch(guild_id, model, emb.dims, rows)
-
-    async def _store_fact_batch(self, batch: _FactBatch) -> int:
-        """The second half: write the vectors, then link the facts to their
-        nearest neighbours (which must see every vector written before)."""
         now = iso(self.clock())
         written = sum(
             await self.db.write_each(
-                lambda con, chunk: store_vectors.put_fact_vectors(
-                    con, batch.model, batch.dims, chunk, now
-                ),
-                _chunked(batch.rows),
+                lambda con, chunk: store_vectors.put_fact_vectors(con, model, emb.dims, chunk, now),
+                _chunked(rows),
             )
         )
         self.stats.fact_vectors += written
-        await relate_written(self.db, batch.model, batch.rows, now, self.nearest_facts)
+        await relate_written(self.db, model, rows, now, self.nearest_facts)
         return int(written)
 
     async def embed_messages_by_id(self, guild_id: str, message_ids: Sequence[str]) -> int:
@@ -562,16 +486,6 @@ class EmbeddingService:
                 totals["messages"] += n
                 if progress:
                     progress("messages", totals["messages"])
-
-
-@dataclass(frozen=True)
-class _FactBatch:
-    """Fact vectors computed and not yet written: rows as ``put_fact_vectors`` takes them."""
-
-    guild_id: str
-    model: str
-    dims: int
-    rows: list[tuple[int, str, str, bytes]]
 
 
 # Vector rows per write transaction: short transactions let the ingest
