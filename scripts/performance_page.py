@@ -309,6 +309,105 @@ def embeddings() -> str:
     )
 
 
+def big_guild() -> str:
+    d = _load("big-guild.json")
+    rows = []
+    for size, r in d["sizes"].items():
+        lk, bu = r["linking"], r["budgets"]
+        rows.append(
+            [
+                f"{int(size):,}",
+                f"{_ms(lk['link_ms_per_fact']['p50'])} / {_ms(lk['link_ms_per_fact']['p95'])}",
+                _ms(lk["link_ms_per_edge"]["p50"]),
+                _ms(lk["batch_ms_per_fact"]),
+                f"{_ms(bu['write_ms']['p50'])} / {_ms(bu['write_ms']['p95'])}",
+                f"{r['consolidation']['run_s']:.2f}",
+                f"{r['snapshot']['seconds']:.2f}",
+            ]
+        )
+    body = _table(
+        [
+            "facts in the guild",
+            "linking a new fact, ms p50 / p95",
+            "ms per edge p50",
+            "import batch, ms per fact",
+            "write with the budget check, ms p50 / p95",
+            "consolidation run s",
+            "snapshot s",
+        ],
+        rows,
+    )
+    biggest = d["sizes"][max(d["sizes"], key=int)]["linking"]
+    load = d.get("machine", {}).get("loadavg")
+    body += (
+        "\n\nOne guild of synthetic facts (real MiniLM vectors) grown to each size. Linking:"
+        " a new fact's vector written, then its edges to its nearest facts (about"
+        f" {biggest['edges_per_fact']:.0f} a fact), with the guild's matrix loaded and, once"
+        " the guild is big, its coarse index built; an import links its embedding batch"
+        f" ({biggest['batch']} facts) in one call. Budget: the guild at its budget, so each"
+        " write archives its lowest-value fact."
+        + (
+            f" Once, in the background: the coarse index of {int(max(d['sizes'], key=int)):,}"
+            f" facts built in {biggest['coarse_build_s']:.1f} s."
+            if biggest.get("coarse_build_s")
+            else ""
+        )
+        + (f" Load average {load[0]:.1f} on 2 cores." if load else "")
+    )
+    return _section(
+        "A guild with 100k facts",
+        ["bench/big_guild.py --out bench/results/big-guild.json"],
+        body,
+    )
+
+
+def pg_roundtrips() -> str:
+    d = _load("pg-roundtrips.json")
+    rows = [
+        [kind, _ms(v["p50_ms"]), _ms(v["p95_ms"]), f"{v['calls']:,}"]
+        for kind, v in d["round_trips"].items()
+    ]
+    body = _table(["call", "p50 ms", "p95 ms", "calls"], rows)
+    rec = d.get("recovery")
+    if rec is not None:
+        body += "\n\nAfter the server is killed and started again, the next write returns " + (
+            f"{rec['first_write_after_s']:.2f} s after it accepts connections."
+            if rec.get("recovered")
+            else "never within the wait."
+        )
+    return _section(
+        "PostgreSQL round trips",
+        [
+            "bench/pg_roundtrips.py --calls 500 --rounds 2 --restart "
+            "--json bench/results/pg-roundtrips.json"
+        ],
+        body,
+    )
+
+
+def review() -> str:
+    d = _load("review.json")
+    rows = [
+        [
+            policy,
+            f"{_ms(w['p50'])} / {_ms(w['p95'])}",
+            f"{_ms(d['gate_call_ms'][policy]['p50'])} / {_ms(d['gate_call_ms'][policy]['p95'])}",
+            ", ".join(f"{k} {v:,}" for k, v in sorted(d["outcomes"][policy].items())),
+        ]
+        for policy, w in d["write_ms"].items()
+    ]
+    body = _table(
+        ["review policy", "a fact's write ms p50 / p95", "the gate alone ms p50 / p95", "outcomes"],
+        rows,
+    )
+    body += (
+        f"\n\n{d['candidates_timed']:,} candidates from the real export, each written in its"
+        " own transaction (read the subject's facts, decide, the review gate, apply, the"
+        " budget), the same candidates on each policy's copy, interleaved."
+    )
+    return _section("Review queue", ["bench/review.py --json bench/results/review.json"], body)
+
+
 SECTIONS: list[Callable[[], str]] = [
     retrieval_quality,
     search_latency,
@@ -316,6 +415,9 @@ SECTIONS: list[Callable[[], str]] = [
     reply,
     year,
     write_path,
+    big_guild,
+    review,
+    pg_roundtrips,
     embeddings,
 ]
 CURRENT_FILES = sorted(
@@ -331,6 +433,9 @@ CURRENT_FILES = sorted(
         "decision.json",
         "consolidation.json",
         "embed-multilingual.json",
+        "big-guild.json",
+        "review.json",
+        "pg-roundtrips.json",
     }
 )
 
