@@ -198,15 +198,22 @@ def backends() -> str:
     proc = _load("processes.json")
     body += (
         f"\n\nTwo engine processes on one PostgreSQL database process {proc['two_over_one']}×"
-        f" the messages of one ({proc['guilds']} guilds, the LLM at {proc['llm_latency_s']} s"
-        f" a call, {proc['offered_rate']:.0f} msg/s offered for {proc['seconds']:.0f} s)."
+        f" the messages of one with the same 4 extraction workers each"
+        + (
+            f"; one process with 8 workers {proc['one_8_workers_over_one_4']}×"
+            if proc.get("one_8_workers_over_one_4")
+            else ""
+        )
+        + f" ({proc['guilds']} guilds, the LLM at {proc['llm_latency_s']} s"
+        f" a call, {proc['offered_rate']:.0f} msg/s offered for {proc['seconds']:.0f} s;"
+        f" the median of {proc.get('rounds', 1)} rounds taken in turn)."
     )
     return _section(
         "SQLite and PostgreSQL",
         [
             "bench/search.py --backends sqlite,postgresql --out bench/results/search-backends-2.json",
             "bench/ingest.py --backends sqlite,postgresql --json bench/results/ingest-backends.json",
-            "bench/processes.py --out bench/results/processes.json",
+            "bench/processes.py --rounds 2 --out bench/results/processes.json",
         ],
         body,
     )
