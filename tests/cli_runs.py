@@ -25,18 +25,30 @@ ROOT = Path(__file__).resolve().parents[1]
 IMPORT = ("--extractor", "rules", "--embeddings", "none")
 GUILD = "1079907749569237093"
 MEMBER = "130752422518718464"  # Konrad, who wrote many of the export's messages
-RUN_TIMEOUT_S = 600  # generous: a loaded machine
+# One command's deadline: generous for a loaded machine, and below the
+# test's own (TEST_TIMEOUT_S) so a command that hangs is named, with what it
+# printed, instead of the test timing out without a word.
+RUN_TIMEOUT_S = 240
+TEST_TIMEOUT_S = 1200  # tests that run several commands in turn
 
 
 def guildlore(*args: object, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "bot", *map(str, args)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-    )
+    command = [sys.executable, "-m", "bot", *map(str, args)]
+    try:
+        proc = subprocess.run(
+            command,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        said = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
+        raise AssertionError(
+            f"guildlore {' '.join(map(str, args))} did not end in {RUN_TIMEOUT_S} s; "
+            f"its stderr so far:\n{(said or '')[-4000:]}"
+        ) from exc
     return proc.returncode, proc.stdout, proc.stderr
 
 

@@ -151,7 +151,9 @@ class GuildOps:
         if key == GUILD_MODEL_KEY:
             self._embeddings.set_guild_model(guild_id, value)
             # Vectors of the old model stay (never mixed); fill the new model's.
-            task = asyncio.create_task(self._reindex_in_background(guild_id))
+            task = asyncio.create_task(
+                self._reindex_in_background(guild_id), name=f"reindex-{guild_id}"
+            )
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 

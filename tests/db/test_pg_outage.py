@@ -317,7 +317,9 @@ async def test_a_postgresql_restart_loses_no_message_and_health_shows_it(
     assert any("database is unreachable" in w for w in down["warnings"]), down
     text = await metrics(base)
     assert _metric(text, "database_reachable") == 0, text
-    assert (_metric(text, "database_unreachable_seconds") or -1) >= 0, text
+    # 0.0 right at the outage's start (a loaded machine gets here fast enough).
+    unreachable_s = _metric(text, "database_unreachable_seconds")
+    assert unreachable_s is not None and unreachable_s >= 0, text
 
     await asyncio.to_thread(server.restart)
     await send(world, after)

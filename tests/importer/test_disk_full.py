@@ -12,10 +12,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.cli_runs import (
     GUILD,
     IMPORT,
     MEMBER,
+    TEST_TIMEOUT_S,
     assert_like_clean,
     clean,
     duplicates,
@@ -28,6 +31,8 @@ from tests.helpers import REAL_EXPORT
 from tests.tmpfs import fill, read_only, resize, tmpfs
 
 __all__ = ["clean"]  # the fixture: a clean import of the export, the reference
+# Several commands in turn, each with its own deadline (tests.cli_runs).
+pytestmark = pytest.mark.timeout(TEST_TIMEOUT_S)
 
 
 def test_an_import_onto_a_full_disk_fails_in_one_line_and_a_rerun_matches_a_clean_import(
