@@ -8,8 +8,14 @@ load after that one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, ClassVar
+
 from discord import app_commands
 from discord.ext import commands
+
+if TYPE_CHECKING:
+    from bot.client import GuildloreBot
+    from memory import Memory
 
 
 def join_group(bot: commands.Bot, cog: commands.Cog, group_name: str) -> list[str]:
@@ -34,3 +40,24 @@ def leave_group(bot: commands.Bot, group_name: str, names: list[str]) -> None:
     if isinstance(group, app_commands.Group):
         for name in names:
             group.remove_command(name)
+
+
+class JoinedCog(commands.Cog):
+    """A cog whose app commands join the top-level group ``group_name`` that
+    another cog declares (its subclasses say which)."""
+
+    group_name: ClassVar[str]
+
+    def __init__(self, bot: GuildloreBot) -> None:
+        self.bot = bot
+        self._joined: list[str] = []
+
+    async def cog_load(self) -> None:
+        self._joined = join_group(self.bot, self, self.group_name)
+
+    async def cog_unload(self) -> None:
+        leave_group(self.bot, self.group_name, self._joined)
+
+    @property
+    def memory(self) -> Memory:
+        return self.bot.memory

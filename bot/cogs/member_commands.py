@@ -26,7 +26,7 @@ from bot.cogs.answers import (
     guild_member,
     send_answer,
 )
-from bot.cogs.groups import join_group, leave_group
+from bot.cogs.groups import JoinedCog
 from bot.cogs.why_card import forgotten_text, jump_link, missing_or_refused, said_on
 from bot.convert import visible_channel_ids
 from memory import (
@@ -208,20 +208,8 @@ async def fact_choices(
     return [app_commands.Choice(name=f.fact[:CHOICE_MAX], value=str(f.id)) for f in facts]
 
 
-class MemberCommands(commands.Cog):
-    def __init__(self, bot: GuildloreBot) -> None:
-        self.bot = bot
-        self._joined: list[str] = []
-
-    async def cog_load(self) -> None:
-        self._joined = join_group(self.bot, self, GROUP)
-
-    async def cog_unload(self) -> None:
-        leave_group(self.bot, GROUP, self._joined)
-
-    @property
-    def memory(self) -> Memory:
-        return self.bot.memory
+class MemberCommands(JoinedCog):
+    group_name = GROUP
 
     @app_commands.command(name="about-me", description="What I keep about you, with sources")
     async def about_me(self, interaction: discord.Interaction) -> None:

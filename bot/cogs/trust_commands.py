@@ -27,7 +27,7 @@ from bot.cogs.answers import (
     guild_member,
     send_answer,
 )
-from bot.cogs.groups import join_group, leave_group
+from bot.cogs.groups import JoinedCog
 from memory import Deployment, Memory, deployment_of, privacy_notice
 
 GROUP = "memory"
@@ -177,20 +177,8 @@ async def privacy_embeds(
 # -- the cog ---------------------------------------------------------------------------------
 
 
-class TrustCommands(commands.Cog):
-    def __init__(self, bot: GuildloreBot) -> None:
-        self.bot = bot
-        self._joined: list[str] = []
-
-    async def cog_load(self) -> None:
-        self._joined = join_group(self.bot, self, GROUP)
-
-    async def cog_unload(self) -> None:
-        leave_group(self.bot, GROUP, self._joined)
-
-    @property
-    def memory(self) -> Memory:
-        return self.bot.memory
+class TrustCommands(JoinedCog):
+    group_name = GROUP
 
     @app_commands.command(name="opt-out", description="Stop remembering what I write here")
     async def opt_out(self, interaction: discord.Interaction) -> None:

@@ -27,7 +27,7 @@ from bot.cogs.answers import (
     is_operator,
     send_answer,
 )
-from bot.cogs.groups import join_group, leave_group
+from bot.cogs.groups import JoinedCog
 from bot.cogs.member_commands import fact_choices
 from memory import Memory
 
@@ -75,16 +75,8 @@ def purge_prompt(
     )
 
 
-class MemberPins(commands.Cog):
-    def __init__(self, bot: GuildloreBot) -> None:
-        self.bot = bot
-        self._joined: list[str] = []
-
-    async def cog_load(self) -> None:
-        self._joined = join_group(self.bot, self, "memory")
-
-    async def cog_unload(self) -> None:
-        leave_group(self.bot, "memory", self._joined)
+class MemberPins(JoinedCog):
+    group_name = "memory"
 
     @app_commands.command(name="pin", description="Keep one fact about you whatever the budgets")
     @app_commands.describe(fact="One of your facts")
@@ -114,16 +106,8 @@ class MemberPins(commands.Cog):
         await answer_command_error(interaction, error)
 
 
-class AdminPurge(commands.Cog):
-    def __init__(self, bot: GuildloreBot) -> None:
-        self.bot = bot
-        self._joined: list[str] = []
-
-    async def cog_load(self) -> None:
-        self._joined = join_group(self.bot, self, "memory-admin")
-
-    async def cog_unload(self) -> None:
-        leave_group(self.bot, "memory-admin", self._joined)
+class AdminPurge(JoinedCog):
+    group_name = "memory-admin"
 
     @app_commands.command(
         name="purge-facts", description="Delete every fact of this server or of one member"

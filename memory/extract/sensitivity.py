@@ -141,8 +141,20 @@ _SHAPES: dict[str, re.Pattern[str]] = {
 _PHONE = re.compile(r"(?<![\w+])\+?\d[\d .()-]{7,}\d(?!\w)")
 
 
+# A bare run of 12 or more digits is an id (a Discord snowflake, a file or
+# segment name, a timestamp), not a number anyone dials: phone numbers that
+# long are written with a "+" or separators.
+_BARE_ID_DIGITS = 12
+
+
 def _has_phone(raw: str) -> bool:
-    return any(sum(c.isdigit() for c in m.group(0)) >= 9 for m in _PHONE.finditer(raw))
+    for m in _PHONE.finditer(raw):
+        number = m.group(0)
+        if number.isdigit() and len(number) >= _BARE_ID_DIGITS:
+            continue
+        if sum(c.isdigit() for c in number) >= 9:
+            return True
+    return False
 
 
 def _folded(text: str) -> str:

@@ -365,29 +365,36 @@ def delete_fact(
     return True
 
 
+HISTORY_COLUMNS = (
+    "id, guild_id, fact_id, event, old_text, new_text, actor, source_message_id, "
+    "reason, created_at, linked_fact_id"
+)
+
+
+def row_to_history(r: Any) -> HistoryEntry:
+    """A ``fact_history`` row read with ``HISTORY_COLUMNS``."""
+    return HistoryEntry(
+        id=int(r["id"]),
+        guild_id=r["guild_id"],
+        fact_id=r["fact_id"],
+        event=r["event"],
+        old_text=r["old_text"],
+        new_text=r["new_text"],
+        actor=r["actor"],
+        source_message_id=r["source_message_id"],
+        reason=r["reason"],
+        created_at=r["created_at"],
+        linked_fact_id=r["linked_fact_id"],
+    )
+
+
 def fact_history(con: Connection, guild_id: str, fact_id: int) -> list[HistoryEntry]:
     rows = con.execute(
-        "SELECT id, guild_id, fact_id, event, old_text, new_text, actor, source_message_id, "
-        "reason, created_at, linked_fact_id FROM fact_history WHERE guild_id = ? AND fact_id = ? "
+        f"SELECT {HISTORY_COLUMNS} FROM fact_history WHERE guild_id = ? AND fact_id = ? "
         "ORDER BY id",
         (guild_id, fact_id),
     ).fetchall()
-    return [
-        HistoryEntry(
-            id=int(r["id"]),
-            guild_id=r["guild_id"],
-            fact_id=r["fact_id"],
-            event=r["event"],
-            old_text=r["old_text"],
-            new_text=r["new_text"],
-            actor=r["actor"],
-            source_message_id=r["source_message_id"],
-            reason=r["reason"],
-            created_at=r["created_at"],
-            linked_fact_id=r["linked_fact_id"],
-        )
-        for r in rows
-    ]
+    return [row_to_history(r) for r in rows]
 
 
 def snapshot_facts(con: Connection, per_subject: int, lore_per_guild: int = 12) -> list[Fact]:

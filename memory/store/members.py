@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from memory.db.core import Connection
 from memory.db.sql import chunks, marks
 from memory.models import Fact, HistoryEntry, MemberPage, MemberSummary, StoredMessage
-from memory.store.facts import FACT_COLUMNS, row_to_fact
+from memory.store.facts import FACT_COLUMNS, HISTORY_COLUMNS, row_to_fact, row_to_history
 from memory.store.messages import MESSAGE_COLUMNS, row_to_message
 
 
@@ -137,27 +137,12 @@ def histories(
     out: dict[int, list[HistoryEntry]] = {}
     for chunk in chunks(list(dict.fromkeys(fact_ids))):
         rows = con.execute(
-            "SELECT id, guild_id, fact_id, event, old_text, new_text, actor, source_message_id, "
-            "reason, created_at, linked_fact_id FROM fact_history WHERE guild_id = ? "
+            f"SELECT {HISTORY_COLUMNS} FROM fact_history WHERE guild_id = ? "
             f"AND fact_id IN ({marks(len(chunk))}) ORDER BY id",
             [guild_id, *chunk],
         ).fetchall()
         for r in rows:
-            out.setdefault(int(r["fact_id"]), []).append(
-                HistoryEntry(
-                    id=int(r["id"]),
-                    guild_id=r["guild_id"],
-                    fact_id=r["fact_id"],
-                    event=r["event"],
-                    old_text=r["old_text"],
-                    new_text=r["new_text"],
-                    actor=r["actor"],
-                    source_message_id=r["source_message_id"],
-                    reason=r["reason"],
-                    created_at=r["created_at"],
-                    linked_fact_id=r["linked_fact_id"],
-                )
-            )
+            out.setdefault(int(r["fact_id"]), []).append(row_to_history(r))
     return out
 
 

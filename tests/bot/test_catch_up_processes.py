@@ -25,7 +25,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from memory.store import lifecycle_events as store_events
 from tests.fakegateway import FakeDiscord, FakeGuild
 from tests.fakeopenai import FakeOpenAI, echo_facts_reply
 from tests.helpers import eventually, every_cell_text, inspect_db, table_names
+from tests.processes import Proc
 
 ROOT = Path(__file__).resolve().parents[2]
 GUILD = "810000000000000001"  # on shard 0 of 2: (id >> 22) % 2
@@ -74,53 +75,6 @@ def target(tmp_path: Path, database_url_for: Callable[[Path], str | None]) -> Ta
         env["GUILDLORE_DATABASE_URL"] = url
     config = MemoryConfig(db_path=db, journal_dir=journal, database_url=url)
     return Target(env, config, url is not None)
-
-
-@dataclass
-class Proc:
-    """A ``guildlore`` subprocess whose output is collected line by line."""
-
-    name: str
-    proc: asyncio.subprocess.Process
-    lines: list[str] = field(default_factory=list)
-    _readers: list[asyncio.Task[None]] = field(default_factory=list)
-    _new_line: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def __post_init__(self) -> None:
-        for stream in (self.proc.stdout, self.proc.stderr):
-            assert stream is not None
-            self._readers.append(asyncio.create_task(self._read(stream)))
-
-    async def _read(self, stream: asyncio.StreamReader) -> None:
-        while raw := await stream.readline():
-            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-            self._new_line.set()
-
-    def count(self, text: str) -> int:
-        return sum(text in line for line in self.lines)
-
-    async def line_with(self, text: str, *, times: int = 1, timeout: float = WAIT_S) -> str:
-        """The ``times``-th line holding ``text``, waiting for it."""
-        async with asyncio.timeout(timeout):
-            while True:
-                found = [line for line in self.lines if text in line]
-                if len(found) >= times:
-                    return found[times - 1]
-                if self.proc.returncode is not None:
-                    raise AssertionError(f"{self.name} exited: {self.log()}")
-                self._new_line.clear()
-                await self._new_line.wait()
-
-    def log(self) -> str:
-        return "\n".join(self.lines[-80:])
-
-    async def stop(self, sig: int = signal.SIGTERM, timeout: float = WAIT_S) -> int:
-        if self.proc.returncode is None:
-            self.proc.send_signal(sig)
-        code = await asyncio.wait_for(self.proc.wait(), timeout)
-        for task in self._readers:
-            await task
-        return code
 
 
 Start = Callable[..., Awaitable[Proc]]

@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from memory import Memory, MemoryConfig
 from tests.fakegateway import FakeDiscord, FakeGuild
 from tests.fakeopenai import FakeOpenAI, echo_facts_reply
 from tests.helpers import eventually
+from tests.processes import Proc
 
 ROOT = Path(__file__).resolve().parents[2]
 COUNT = 2
@@ -69,49 +70,6 @@ def database(tmp_path: Path, database_url_for: Callable[[Path], str | None]) -> 
     return DatabaseTarget(
         env=env, config=MemoryConfig(db_path=db, journal_dir=journal, database_url=url)
     )
-
-
-@dataclass
-class Proc:
-    """A ``guildlore`` subprocess whose output is collected line by line."""
-
-    name: str
-    proc: asyncio.subprocess.Process
-    lines: list[str] = field(default_factory=list)
-    _readers: list[asyncio.Task[None]] = field(default_factory=list)
-    _new_line: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def __post_init__(self) -> None:
-        for stream in (self.proc.stdout, self.proc.stderr):
-            assert stream is not None
-            self._readers.append(asyncio.create_task(self._read(stream)))
-
-    async def _read(self, stream: asyncio.StreamReader) -> None:
-        while raw := await stream.readline():
-            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-            self._new_line.set()
-
-    async def line_with(self, text: str, timeout: float = 60.0) -> str:
-        async with asyncio.timeout(timeout):
-            while True:
-                for line in self.lines:
-                    if text in line:
-                        return line
-                if self.proc.returncode is not None:
-                    raise AssertionError(f"{self.name} exited: {self.log()}")
-                self._new_line.clear()
-                await self._new_line.wait()
-
-    def log(self) -> str:
-        return "\n".join(self.lines[-60:])
-
-    async def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
-        if self.proc.returncode is None:
-            self.proc.send_signal(sig)
-        code = await asyncio.wait_for(self.proc.wait(), timeout)
-        for task in self._readers:
-            await task
-        return code
 
 
 class Extraction:

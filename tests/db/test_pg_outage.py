@@ -39,6 +39,7 @@ from tests import pg
 from tests.fakegateway import FakeDiscord, FakeGuild
 from tests.fakeopenai import FakeOpenAI, echo_facts_reply
 from tests.helpers import eventually
+from tests.processes import Proc
 
 ROOT = Path(__file__).resolve().parents[2]
 GUILD = "1111111111111111111"
@@ -125,51 +126,6 @@ def database_url(server: KillableServer) -> str:
 
 
 @dataclass
-class Proc:
-    """A ``guildlore run`` subprocess whose output is collected line by line."""
-
-    proc: asyncio.subprocess.Process
-    lines: list[str] = field(default_factory=list)
-    _readers: list[asyncio.Task[None]] = field(default_factory=list)
-    _new_line: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def __post_init__(self) -> None:
-        for stream in (self.proc.stdout, self.proc.stderr):
-            assert stream is not None
-            self._readers.append(asyncio.create_task(self._read(stream)))
-
-    async def _read(self, stream: asyncio.StreamReader) -> None:
-        while raw := await stream.readline():
-            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-            self._new_line.set()
-
-    async def line_with(self, text: str, timeout: float = WAIT_S) -> str:
-        async with asyncio.timeout(timeout):
-            while True:
-                for line in self.lines:
-                    if text in line:
-                        return line
-                if self.proc.returncode is not None:
-                    raise AssertionError(f"the process exited: {self.log()}")
-                self._new_line.clear()
-                await self._new_line.wait()
-
-    def log(self) -> str:
-        return "\n".join(self.lines[-80:])
-
-    async def wait(self, timeout: float = WAIT_S) -> int:
-        code = await asyncio.wait_for(self.proc.wait(), timeout)
-        for task in self._readers:
-            await task
-        return code
-
-    async def stop(self) -> int:
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return await self.wait()
-
-
-@dataclass
 class World:
     discord: FakeDiscord
     openai: FakeOpenAI
@@ -208,7 +164,7 @@ class World:
             env=full,
             cwd=self.tmp,
         )
-        p = Proc(proc)
+        p = Proc("guildlore run", proc)
         self.started.append(p)
         listening = await p.line_with("dashboard listening on")
         port = re.search(r"'127\.0\.0\.1', (\d+)\)", listening)

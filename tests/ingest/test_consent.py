@@ -72,6 +72,9 @@ def raw_rows(mem: Memory, sql: str) -> list[tuple[Any, ...]]:
         ("Alice lives at 12 Baker Street.", "location"),
         ("Alice's e-mail is alice@example.com.", "contact"),
         ("Alice can be reached on +49 170 1234567.", "contact"),
+        ("Alice's number is +491701234567.", "contact"),
+        ("Alice's number is 0170 1234567.", "contact"),
+        ("Call Alice on 5551234567.", "contact"),
         ("Alice is 34 years old.", "age"),
         ("Alice came out as bisexual last year.", "sexuality"),
         ("Alice was born on 3 May 1990.", "age"),
@@ -97,6 +100,9 @@ def test_offline_lists_find_each_category(text: str, category: str) -> None:
         "Alice baked a lemon tart for her sister's birthday yesterday.",
         "The tart came out a bit sour but everyone had seconds.",
         "The new patch came out today.",
+        # Ids are not phone numbers: a segment name, a Discord snowflake.
+        "The segment 20230827161847 looks like it has a column of text near the edge.",
+        "See message 1108134343295127592 in the other channel.",
     ],
 )
 def test_offline_lists_leave_ordinary_facts_alone(text: str) -> None:
