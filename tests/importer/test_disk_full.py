@@ -9,11 +9,13 @@ forget erases what it had left.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from memory.db.sqlite import driver as sqlite
 from tests.cli_runs import (
     GUILD,
     IMPORT,
@@ -117,10 +119,26 @@ def test_a_forget_on_a_full_disk_says_so_in_one_line_and_finishes_when_run_again
         )
 
 
-def test_a_read_only_data_dir_is_one_line_on_every_command(tmp_path: Path, clean: Path) -> None:
+@pytest.mark.parametrize("wal_files", [False, True], ids=["closed", "wal-files-left"])
+def test_a_read_only_data_dir_is_one_line_on_every_command(
+    tmp_path: Path, clean: Path, wal_files: bool
+) -> None:
     with tmpfs(tmp_path / "disk", "40m") as disk:
         data = disk / "data"
         subprocess.run(["cp", "-a", str(clean), str(data)], check=True)
+        if wal_files:
+            # Its -wal and -shm files beside it (a process that did not close,
+            # or a copy taken while one was open): SQLite then opens the file
+            # on a read-only disk without a word and refuses only the first
+            # write — ``run`` started and failed every job (seen under load).
+            con = sqlite.connect(clean / "guildlore.sqlite3")
+            try:
+                con.execute("SELECT count(*) FROM messages").fetchone()
+                for suffix in ("-wal", "-shm"):
+                    name = f"guildlore.sqlite3{suffix}"
+                    shutil.copy(clean / name, data / name)
+            finally:
+                con.close()
         read_only(disk)
         runs = {
             "import": ("import", REAL_EXPORT, "--data-dir", data, *IMPORT),

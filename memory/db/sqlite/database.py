@@ -183,6 +183,7 @@ class SqliteDatabase:
         try:
             con = sqlite.connect(self.path)
             migrate(con)
+            _probe_write(con)
             con.execute("PRAGMA wal_autocheckpoint = 0")  # see the module docstring
             con.execute(f"PRAGMA journal_size_limit = {2 * int(self.wal_limit_bytes)}")
             self._page_size = int(con.execute("PRAGMA page_size").fetchone()[0])
@@ -499,3 +500,17 @@ def _checkpoint_and_close(con: Any) -> None:
         # open recovers what the WAL holds.
         log.info("WAL checkpoint at close failed (%s); the next open recovers the WAL", exc)
     con.close()
+
+
+def _probe_write(con: Any) -> None:
+    """Fail now if the file cannot be written. SQLite opens a database it may
+    only read without a word (a read-only mount where its -wal and -shm files
+    exist) and refuses only the first write: a process would start, then fail
+    every job. One write, rolled back, makes the start say it in one line."""
+    if con.in_transaction:
+        con.commit()
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        con.execute("CREATE TABLE _write_probe (x INTEGER)")
+    finally:
+        con.execute("ROLLBACK")
